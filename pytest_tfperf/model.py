@@ -1,0 +1,218 @@
+"""Immutable results of a measurement.
+
+Everything here is plain data: no pytest, no TensorFlow, no I/O. Units live in
+field names (``_ns``, ``_bytes``, ``_per_s``) so that no unit-less float crosses
+a module boundary. Dicts appear only at the serialisation edge (``results_json``
+and ``baseline_store``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from pytest_tfperf import stats
+
+
+class Direction(str, enum.Enum):
+    """Which way a metric gets worse."""
+
+    HIGHER_IS_BETTER = "higher_is_better"  # throughput
+    LOWER_IS_BETTER = "lower_is_better"  # memory, time, traces
+
+
+class MemorySource(str, enum.Enum):
+    """Where a peak-memory figure comes from; each has its own precision."""
+
+    TF_ALLOCATOR = "tf_allocator"  # exact for tensors >= 256 KiB on the default CPU allocator
+    RSS_HWM = "rss_hwm"  # Linux VmHWM after clear_refs: exact, includes Python and numpy
+    RSS_SAMPLED = "rss_sampled"  # psutil polling thread: can miss short spikes
+    NVML = "nvml"  # device memory used, sampled: includes the allocator's pool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPeak:
+    """Peak memory of one device, measured over the steady-state phase.
+
+    ``peak_bytes`` is ``None`` when the probe could not measure; ``unavailable``
+    then says why (stats disabled, no NVML driver, ...), so a missing figure is
+    reported, never silently zero.
+    """
+
+    source: MemorySource
+    device: str  # "CPU:0", "GPU:0", "host"
+    peak_bytes: int | None
+    baseline_bytes: int | None = None  # in use when the peak was reset
+    per_round_peak_bytes: tuple[int, ...] = ()
+    unavailable: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.peak_bytes is None) == (self.unavailable is None):
+            raise ValueError("MemoryPeak needs exactly one of peak_bytes or unavailable")
+
+    @property
+    def metric_name(self) -> str:
+        return f"peak_{self.source.value}[{self.device}]"
+
+    @property
+    def available(self) -> bool:
+        return self.peak_bytes is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """Per-iteration wall times of the steady state, in nanoseconds.
+
+    Iterations are grouped in rounds (``round_sizes``); the statistics of the
+    gate resample whole rounds, because TensorFlow's slow episodes last longer
+    than one iteration.
+    """
+
+    samples_ns: tuple[int, ...]
+    round_sizes: tuple[int, ...]
+    items_per_iteration: float
+    first_call_ns: int
+
+    def __post_init__(self) -> None:
+        if not self.samples_ns:
+            raise ValueError("Timings needs at least one sample")
+        if sum(self.round_sizes) != len(self.samples_ns):
+            raise ValueError("round_sizes must add up to the number of samples")
+        if self.items_per_iteration <= 0:
+            raise ValueError("items_per_iteration must be positive")
+        if any(s < 0 for s in self.samples_ns):
+            raise ValueError("a sample is negative: the clock went backwards")
+
+    @property
+    def iterations(self) -> int:
+        return len(self.samples_ns)
+
+    @property
+    def median_ns(self) -> float:
+        return stats.median(self.samples_ns)
+
+    @property
+    def throughput_per_s(self) -> float:
+        """Items per second at the median iteration time."""
+        med = self.median_ns
+        return float("inf") if med == 0 else self.items_per_iteration * 1e9 / med
+
+    @property
+    def rounds(self) -> tuple[tuple[int, ...], ...]:
+        out: list[tuple[int, ...]] = []
+        start = 0
+        for size in self.round_sizes:
+            out.append(self.samples_ns[start : start + size])
+            start += size
+        return tuple(out)
+
+    @property
+    def round_throughputs_per_s(self) -> tuple[float, ...]:
+        """Throughput of each round (items / summed round time)."""
+        out = []
+        for r in self.rounds:
+            total = sum(r)
+            out.append(float("inf") if total == 0 else self.items_per_iteration * len(r) * 1e9 / total)
+        return tuple(out)
+
+    @property
+    def cv(self) -> float:
+        """Robust coefficient of variation of per-iteration times (1.4826 MAD / median)."""
+        return stats.robust_cv(self.samples_ns)
+
+    def latency_percentile_ns(self, q: float) -> float:
+        return stats.percentile(self.samples_ns, q)
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """A finding about why a workload behaves as it does, in words and numbers.
+
+    ``summary`` is the plain-words sentence shown first; ``figures`` carries the
+    numbers behind it (keys carry their unit).
+    """
+
+    kind: str  # "input_bound", "memory_growth", "stall", "oom", "non_finite", "retracing", ...
+    severity: str  # "info", "warning", "failure"
+    summary: str
+    figures: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """Everything one ``tfperf`` call measured for one test."""
+
+    test_id: str
+    mode: str  # "call" or "iterate"
+    timings: Timings
+    memory: tuple[MemoryPeak, ...] = ()
+    traces_first_call: int | None = None  # tf.function traces during the warm-up
+    traces_steady: int | None = None  # traces during the measured phase: should be 0
+    diagnoses: tuple[Diagnosis, ...] = ()
+    # Gateable scalar metrics found by diagnostics (e.g. "input_bound_fraction",
+    # "memory_growth_bytes_per_iteration"), with their units in the name.
+    extra_metrics: tuple[tuple[str, float], ...] = ()
+    environment_id: str = ""  # hash of the hard keys of the environment fingerprint
+
+    @property
+    def throughput_per_s(self) -> float:
+        return self.timings.throughput_per_s
+
+    def memory_peak(self, source: MemorySource, device: str | None = None) -> MemoryPeak | None:
+        for peak in self.memory:
+            if peak.source is source and (device is None or peak.device == device):
+                return peak
+        return None
+
+    def extra(self, name: str) -> float | None:
+        for key, value in self.extra_metrics:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """Where a measurement was taken.
+
+    ``hard`` keys must match for two results to be compared (device model, TF
+    version, CPU model, cores, Python minor, threads); ``soft`` keys are shown
+    when they differ but never block a comparison (kernel, host name).
+    """
+
+    hard: tuple[tuple[str, str], ...]
+    soft: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def fingerprint(self) -> str:
+        import hashlib
+
+        text = "\n".join(f"{k}={v}" for k, v in sorted(self.hard))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def hard_dict(self) -> dict[str, str]:
+        return dict(self.hard)
+
+    def soft_dict(self) -> dict[str, str]:
+        return dict(self.soft)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetViolation:
+    """An absolute limit from the marker that a measurement crossed."""
+
+    metric: str
+    limit: float
+    measured: float
+    unit: str
+
+    def message(self) -> str:
+        return f"{self.metric}: measured {_fmt(self.measured, self.unit)}, limit {_fmt(self.limit, self.unit)}"
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value / 2**20:,.1f} MiB"
+    if unit == "items/s":
+        return f"{value:,.1f} items/s"
+    return f"{value:g} {unit}".strip()
