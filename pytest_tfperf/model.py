@@ -156,7 +156,26 @@ class Measurement:
 
     @property
     def throughput_per_s(self) -> float:
+        """Items per second at the median iteration time."""
         return self.timings.throughput_per_s
+
+    @property
+    def throughput(self) -> float:
+        """Items per second (alias of ``throughput_per_s``, the name users reach for)."""
+        return self.timings.throughput_per_s
+
+    @property
+    def first_call_s(self) -> float:
+        """Wall time of the first call, where tracing and compilation happen."""
+        return self.timings.first_call_ns / 1e9
+
+    @property
+    def median_s(self) -> float:
+        return self.timings.median_ns / 1e9
+
+    def latency_s(self, q: float) -> float:
+        """Per-iteration latency percentile ``q`` (0-100), in seconds."""
+        return self.timings.latency_percentile_ns(q) / 1e9
 
     def memory_peak(self, source: MemorySource, device: str | None = None) -> MemoryPeak | None:
         for peak in self.memory:

@@ -1,0 +1,118 @@
+"""What the harness itself costs: per-iteration overhead and plugin load time.
+
+Run: .venv/bin/python benchmarks/bench_overhead.py
+Writes benchmarks/results/overhead.json and prints a table.
+
+1. Per-iteration overhead: the measuring loop timing a no-op, against a bare
+   Python loop calling the same no-op. Both are timed from the outside with
+   the same clock, interleaved, several repetitions; the difference per
+   iteration is what the harness adds to every measured iteration.
+2. Plugin load time: wall time of `pytest --help` with the plugin against
+   `pytest -p no:tfperf --help`, in fresh processes, interleaved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pytest_tfperf import runner
+
+HERE = Path(__file__).resolve().parent
+N = 2_000_000
+REPS = 7
+
+
+def noop() -> None:
+    return None
+
+
+def bare_loop(n: int) -> int:
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        noop()
+    return time.perf_counter_ns() - t0
+
+
+def harness_loop(n: int) -> int:
+    settings = runner.RunSettings(budget_s=1.0, rounds=1, warmup_s=0.0)
+    state = runner._VariantState("", runner.Workload(call=noop))
+    state.per_probe_rounds = []
+    state.per_probe_baseline = []
+    progress = runner.Progress()
+    t0 = time.perf_counter_ns()
+    runner._timed_round(state, n, time.perf_counter_ns, None, (), progress)
+    elapsed = time.perf_counter_ns() - t0
+    del settings
+    return elapsed
+
+
+def per_iteration_overhead() -> dict[str, float]:
+    bare, harness = [], []
+    for rep in range(REPS):
+        pair = [(bare_loop, bare), (harness_loop, harness)]
+        for fn, out in (pair if rep % 2 == 0 else pair[::-1]):
+            out.append(fn(N) / N)
+    diffs = [h - b for h, b in zip(harness, bare)]
+    return {
+        "bare_loop_ns_per_iteration": statistics.median(bare),
+        "harness_ns_per_iteration": statistics.median(harness),
+        "overhead_ns_per_iteration_median": statistics.median(diffs),
+        "overhead_ns_per_iteration_max": max(diffs),
+        "repetitions": REPS,
+        "iterations_per_repetition": N,
+    }
+
+
+def help_time(extra: list[str]) -> float:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest", *extra, "--help"], check=True, stdout=subprocess.DEVNULL,
+                   env=env, cwd=HERE.parent)
+    return time.perf_counter() - t0
+
+
+def plugin_load_time(reps: int = 9) -> dict[str, float]:
+    with_plugin, without = [], []
+    help_time([])  # warm the page cache
+    for rep in range(reps):
+        pair = [([], with_plugin), (["-p", "no:tfperf"], without)]
+        for extra, out in (pair if rep % 2 == 0 else pair[::-1]):
+            out.append(help_time(extra))
+    diffs = [a - b for a, b in zip(with_plugin, without)]
+    heavy = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, pytest_tfperf.plugin; print(','.join(m for m in ('tensorflow','pandas','pynvml') "
+         "if m in sys.modules))"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    return {
+        "pytest_help_s_with_plugin": statistics.median(with_plugin),
+        "pytest_help_s_without_plugin": statistics.median(without),
+        "plugin_load_ms_median": statistics.median(diffs) * 1e3,
+        "heavy_modules_imported_by_plugin": heavy or "none",
+        "repetitions": reps,
+    }
+
+
+def main() -> None:
+    results = {"per_iteration": per_iteration_overhead(), "plugin_load": plugin_load_time()}
+    out = HERE / "results" / "overhead.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    pi, pl = results["per_iteration"], results["plugin_load"]
+    print(f"harness overhead per iteration: {pi['overhead_ns_per_iteration_median']:.0f} ns median "
+          f"(max {pi['overhead_ns_per_iteration_max']:.0f} ns) over a bare loop of "
+          f"{pi['bare_loop_ns_per_iteration']:.0f} ns/iteration; target <= 1000 ns")
+    print(f"plugin load: +{pl['plugin_load_ms_median']:.1f} ms on `pytest --help` "
+          f"({pl['pytest_help_s_with_plugin']:.3f} s vs {pl['pytest_help_s_without_plugin']:.3f} s); "
+          f"target <= 50 ms; heavy modules imported: {pl['heavy_modules_imported_by_plugin']}")
+    print(f"written to {out.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Settings: command-line options, ini keys and per-test marker arguments.
+
+Pure data and validation; the pytest objects are read in ``from_pytest_config``
+and ``MarkerOptions.from_kwargs`` only, so everything else takes plain values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_BASELINE_DIR = "benchmarks/baselines"
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A relative tolerance: ``10%`` or ``0.10``."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage like 10% or a fraction like 0.1, got {text!r}") from None
+    if not math.isfinite(value) or not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a tolerance between 0% and 100% (exclusive), got {text!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """What the command line and ini file asked for, for the whole session."""
+
+    measure: bool = False
+    json_path: str | None = None
+    markdown_path: str | None = None
+    budget_s: float = 2.0
+    rounds: int = 5
+    baseline_dir: str = DEFAULT_BASELINE_DIR
+    update: bool = False
+    update_improved_only: bool = False
+    strict: bool = False
+    tolerance: float | None = None  # None: the comparison's own default
+    stall_ceiling_s: float = 300.0
+    watchdog: bool = True
+    remeasure: bool = True
+    hard_exit: bool = True  # arm faulthandler as a last resort against a wedged GIL
+
+
+# Marker arguments, their types and what they mean. Kept as data so that the
+# error for an unknown argument can list the known ones.
+MARKER_FIELDS: dict[str, str] = {
+    "budget_s": "seconds of steady-state measurement for this test",
+    "rounds": "number of timed rounds",
+    "warmup_s": "extra warm-up seconds after the first call",
+    "tolerance": "throughput slowdown the baseline gate must catch (fraction, e.g. 0.1)",
+    "max_peak_tf_bytes": "budget: TF allocator peak on any device",
+    "max_peak_rss_bytes": "budget: process RSS high-water mark",
+    "max_peak_device_bytes": "budget: GPU memory used (NVML)",
+    "min_throughput": "budget: items per second",
+    "max_traces": "budget: tf.function traces in the steady state",
+    "max_input_bound_fraction": "budget: fraction of each step spent waiting for input",
+    "max_memory_growth_bytes_per_iteration": "budget: memory growth slope",
+    "gate": "compare with the stored baseline (default True)",
+    "watchdog": "fail a stalled iteration instead of hanging (default True)",
+    "stall_multiple": "stall deadline as a multiple of the typical iteration",
+    "stall_floor_s": "shortest stall deadline",
+    "stall_ceiling_s": "longest stall deadline (and the deadline of the first call)",
+    "check_finite": "fail at the first non-finite loss returned by the workload",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerOptions:
+    """Per-test settings from ``@pytest.mark.tfperf(...)``; ``None`` means 'session default'."""
+
+    budget_s: float | None = None
+    rounds: int | None = None
+    warmup_s: float | None = None
+    tolerance: float | None = None
+    max_peak_tf_bytes: int | None = None
+    max_peak_rss_bytes: int | None = None
+    max_peak_device_bytes: int | None = None
+    min_throughput: float | None = None
+    max_traces: int | None = None
+    max_input_bound_fraction: float | None = None
+    max_memory_growth_bytes_per_iteration: float | None = None
+    gate: bool = True
+    watchdog: bool | None = None
+    stall_multiple: float | None = None
+    stall_floor_s: float | None = None
+    stall_ceiling_s: float | None = None
+    check_finite: bool = False
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any], where: str) -> MarkerOptions:
+        unknown = sorted(set(kwargs) - set(MARKER_FIELDS))
+        if unknown:
+            known = ", ".join(sorted(MARKER_FIELDS))
+            raise ValueError(f"{where}: unknown @pytest.mark.tfperf argument(s) {', '.join(unknown)}; known: {known}")
+        for name, value in kwargs.items():
+            _check_marker_value(name, value, where)
+        return cls(**kwargs)
+
+
+def _check_marker_value(name: str, value: Any, where: str) -> None:
+    if name in ("gate", "watchdog", "check_finite"):
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be True or False, got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a number, got {value!r}")
+    if name in ("max_traces",):
+        if not isinstance(value, int) or value < 0:
+            raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a whole number >= 0, got {value!r}")
+        return
+    if name == "rounds" and (not isinstance(value, int) or value < 1):
+        raise ValueError(f"{where}: @pytest.mark.tfperf(rounds=...) must be a whole number >= 1, got {value!r}")
+    if name in ("tolerance", "max_input_bound_fraction") and not 0 < value < 1:
+        raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a fraction between 0 and 1, got {value!r}")
+    if name == "stall_multiple" and value <= 1:
+        raise ValueError(f"{where}: @pytest.mark.tfperf(stall_multiple=...) must be > 1, got {value!r}")
+    if name == "warmup_s" and value < 0:
+        raise ValueError(f"{where}: @pytest.mark.tfperf(warmup_s=...) must be >= 0, got {value!r}")
+    if name not in ("warmup_s",) and value <= 0 and name != "max_memory_growth_bytes_per_iteration":
+        raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be positive, got {value!r}")

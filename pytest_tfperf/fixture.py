@@ -1,0 +1,187 @@
+"""The ``tfperf`` fixture object: what a test calls to measure a workload.
+
+Measures with ``runner``, hands the result to the session (budgets, baseline
+gate, reports) and fails the test itself when a limit is crossed, so the
+failure belongs to the test whose numbers moved.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pytest_tfperf import numerics, runner
+from pytest_tfperf.config import MarkerOptions, SessionConfig
+from pytest_tfperf.model import Measurement
+from pytest_tfperf.tracing import TraceCounter
+from pytest_tfperf.watchdog import StallPolicy
+
+
+class FixtureAlreadyUsed(Exception):
+    """The ``tfperf`` fixture measures one workload per test."""
+
+
+class TfPerf:
+    """Measure TensorFlow workloads: ``tfperf(fn, *args, items=...)``, ``.iterate(...)``, ``.compare(...)``.
+
+    Without ``--tfperf`` each method runs its workload once, as a smoke test.
+    """
+
+    def __init__(self, test_id: str, options: MarkerOptions, session: Any, config: SessionConfig) -> None:
+        self._test_id = test_id
+        self._options = options
+        self._session = session
+        self._config = config
+        self._used_by: str | None = None
+        self.results: dict[str, Measurement] = {}
+
+    # -- public API ---------------------------------------------------------
+
+    def __call__(self, fn: Callable[..., object], *args: Any, items: float = 1, setup: Callable[[], Any] | None = None,
+                 functions: Iterable[object] = (), **kwargs: Any) -> Measurement:
+        """Call ``fn(*args, **kwargs)`` repeatedly and measure it; ``items`` counts work per call.
+
+        ``setup()``, if given, runs once before anything is timed; when it
+        returns a tuple, that tuple becomes ``args``.
+        """
+        self._claim("tfperf(...)")
+        _check_items(items, "items")
+        if setup is not None:
+            prepared = setup()
+            if isinstance(prepared, tuple):
+                args = prepared
+        workload = runner.Workload(call=_bind(fn, args, kwargs), items_per_iteration=float(items))
+        return self._run({"": workload}, "call", roots=[fn, *args, *kwargs.values(), *functions])[""]
+
+    def iterate(self, dataset: Iterable[object], items_per_element: float = 1, *,
+                step: Callable[[object], object] | None = None, functions: Iterable[object] = ()) -> Measurement:
+        """Pull elements from ``dataset``; with ``step``, feed each element to ``step(element)``.
+
+        One pull (and step) is one iteration. A finite dataset restarts with a
+        fresh iterator when it ends. With ``step`` the time spent waiting for
+        the next element is measured apart from the time in the step.
+        """
+        self._claim("tfperf.iterate(...)")
+        _check_items(items_per_element, "items_per_element")
+        pull = runner.dataset_puller(lambda: iter(dataset))
+        if step is None:
+            workload = runner.Workload(call=pull, items_per_iteration=float(items_per_element))
+        else:
+            workload = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element))
+        roots = [dataset, *functions] + ([step] if step is not None else [])
+        return self._run({"": workload}, "iterate", roots=roots)[""]
+
+    def compare(self, variants: Mapping[str, Callable[[], object]], *, items: float = 1,
+                functions: Iterable[object] = ()) -> dict[str, Measurement]:
+        """Measure several variants with their rounds interleaved; one Measurement each.
+
+        Interleaving makes the ratio between variants fair on a noisy machine:
+        a slow spell of the machine hits every variant alike.
+        """
+        self._claim("tfperf.compare(...)")
+        _check_items(items, "items")
+        if not variants:
+            raise ValueError("tfperf.compare() needs at least one variant")
+        for name in variants:
+            if not name or not name.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"tfperf.compare(): variant names must be short words like 'anti' or 'fix', got {name!r}")
+        workloads = {name: runner.Workload(call=fn, items_per_iteration=float(items)) for name, fn in variants.items()}
+        return self._run(workloads, "call", roots=[*variants.values(), *functions])
+
+    # -- internals ----------------------------------------------------------
+
+    def _claim(self, what: str) -> None:
+        if self._used_by is not None:
+            raise FixtureAlreadyUsed(
+                f"{self._test_id}: the tfperf fixture was already used in this test ({self._used_by}); "
+                f"it measures one workload per test. Split the test in two, or use tfperf.compare(...) to "
+                f"measure variants side by side."
+            )
+        self._used_by = what
+
+    def _variant_id(self, name: str) -> str:
+        if not name:
+            return self._test_id
+        if self._test_id.endswith("]"):
+            return f"{self._test_id[:-1]}-{name}]"
+        return f"{self._test_id}[{name}]"
+
+    def _stall_policy(self) -> StallPolicy:
+        o = self._options
+        enabled = self._config.watchdog if o.watchdog is None else o.watchdog
+        ceiling = o.stall_ceiling_s if o.stall_ceiling_s is not None else self._config.stall_ceiling_s
+        floor = o.stall_floor_s if o.stall_floor_s is not None else min(StallPolicy().floor_s, ceiling)
+        multiple = o.stall_multiple if o.stall_multiple is not None else StallPolicy().multiple
+        hard_exit = ceiling + 60.0 if (enabled and self._config.hard_exit) else None
+        return StallPolicy(enabled=enabled, multiple=multiple, floor_s=floor, ceiling_s=ceiling, hard_exit_s=hard_exit)
+
+    def _settings(self) -> runner.RunSettings:
+        o, c = self._options, self._config
+        kwargs: dict[str, Any] = {
+            "budget_s": o.budget_s if o.budget_s is not None else c.budget_s,
+            "rounds": o.rounds if o.rounds is not None else c.rounds,
+            "stall": self._stall_policy(),
+        }
+        if o.warmup_s is not None:
+            kwargs["warmup_s"] = o.warmup_s
+        return runner.RunSettings(**kwargs)
+
+    def _run(self, workloads: dict[str, runner.Workload], mode: str, roots: list[object]) -> dict[str, Measurement]:
+        tf_loaded = "tensorflow" in sys.modules
+        counter = TraceCounter(lambda: roots) if tf_loaded else None
+        if counter is not None:
+            counter.refresh()
+
+            def trace_total() -> int:
+                counter.refresh()
+                return counter.total()
+
+        for w in workloads.values():
+            if self._options.check_finite:
+                w.check_output = numerics.check_finite
+            if counter is not None:
+                w.trace_total = trace_total
+        settings = self._settings()
+        try:
+            if not self._config.measure:
+                return self._smoke(workloads, mode, settings)
+            return self._session.measure_and_judge(self, workloads, mode, settings)
+        except numerics.NonFiniteError as exc:
+            _fail(f"{self._test_id}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - only OOMs are translated; everything else propagates
+            explained = self._session.explain_exhaustion(exc, self._test_id)
+            if explained is None:
+                raise
+            _fail(explained)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _smoke(self, workloads: dict[str, runner.Workload], mode: str,
+               settings: runner.RunSettings) -> dict[str, Measurement]:
+        out = {}
+        for name, w in workloads.items():
+            raw = runner.smoke(w, settings)
+            out[name] = runner.build_measurement(self._variant_id(name), mode, raw)
+        self.results.update(out)
+        return out
+
+
+def _bind(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], object]:
+    if not callable(fn):
+        raise TypeError(f"tfperf(fn, ...) needs a callable as fn, got {type(fn).__name__}")
+    if not args and not kwargs:
+        return fn
+    if not kwargs:
+        return lambda: fn(*args)
+    return lambda: fn(*args, **kwargs)
+
+
+def _check_items(value: float, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of items per iteration, got {value!r}")
+
+
+def _fail(message: str) -> None:
+    import pytest
+
+    pytest.fail(message, pytrace=False)

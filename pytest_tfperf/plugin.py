@@ -1,0 +1,180 @@
+"""pytest glue: options, the ``tfperf`` fixture, the marker, the end-of-session summary.
+
+Hooks stay thin: they read configuration and call one thing. Loading this
+module imports neither TensorFlow, pandas nor pynvml: pytest loads it in every
+run, including ``pytest --help`` and sessions that never measure anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_tfperf.config import (
+    DEFAULT_BASELINE_DIR,
+    MarkerOptions,
+    SessionConfig,
+    fraction,
+    positive_float,
+    positive_int,
+)
+
+if TYPE_CHECKING:
+    from pytest_tfperf.fixture import TfPerf
+    from pytest_tfperf.session import TfPerfSession
+
+# The measuring modules (fixture, session, runner) are imported on first use:
+# pytest --help and sessions without tfperf tests never pay for them.
+SESSION_KEY = pytest.StashKey["TfPerfSession"]()
+
+OPT_MEASURE = "--tfperf"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tfperf", "performance regression testing of TensorFlow workloads")
+    group.addoption(OPT_MEASURE, action="store_true", default=False,
+                    help="measure tfperf tests (without it they run their workload once, as a smoke test)")
+    group.addoption("--tfperf-json", metavar="PATH", default=None,
+                    help="write every result (samples, environment, verdicts) to a versioned JSON document")
+    group.addoption("--tfperf-markdown", metavar="PATH", default=None,
+                    help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
+    group.addoption("--tfperf-budget", metavar="SECONDS", type=positive_float, default=None,
+                    help="steady-state seconds per benchmark (default: ini tfperf_budget or 2)")
+    group.addoption("--tfperf-rounds", metavar="N", type=positive_int, default=None,
+                    help="timed rounds per benchmark (default: ini tfperf_rounds or 5)")
+    group.addoption("--tfperf-baseline-dir", metavar="DIR", default=None,
+                    help=f"where baselines live (default: ini tfperf_baseline_dir or {DEFAULT_BASELINE_DIR})")
+    group.addoption("--tfperf-update", action="store_true", default=False,
+                    help="write the baselines of the tests that ran (others' baselines are kept)")
+    group.addoption("--tfperf-update-improved", action="store_true", default=False,
+                    help="with --tfperf-update: only refresh baselines whose numbers improved")
+    group.addoption("--tfperf-strict", action="store_true", default=False,
+                    help="fail tests that have no baseline for this environment")
+    group.addoption("--tfperf-tolerance", metavar="PCT", type=fraction, default=None,
+                    help="throughput slowdown the gate must catch, e.g. 10%% (default 10%%)")
+    group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
+                    help="longest an iteration may run before it fails as stalled (default 300)")
+    group.addoption("--tfperf-no-watchdog", action="store_true", default=False,
+                    help="run workloads on the test's own thread, without stall detection")
+    parser.addini("tfperf_baseline_dir", "directory of tfperf baselines", default=DEFAULT_BASELINE_DIR)
+    parser.addini("tfperf_budget", "steady-state seconds per benchmark", default="2")
+    parser.addini("tfperf_rounds", "timed rounds per benchmark", default="5")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "tfperf(**settings): per-test settings of the tfperf fixture (budget_s, rounds, tolerance, "
+        "max_peak_tf_bytes, max_peak_rss_bytes, max_peak_device_bytes, min_throughput, max_traces, ...)",
+    )
+    session_config = _session_config(config)
+    if session_config.measure and _parallel_workers(config):
+        raise pytest.UsageError(
+            "--tfperf measures timings, and tests running in parallel (pytest-xdist -n) would slow each "
+            "other down and corrupt every figure. Run the measured tests serially: add -n 0 (or -p no:xdist)."
+        )
+    config.stash[CONFIG_KEY] = session_config
+
+
+CONFIG_KEY = pytest.StashKey[SessionConfig]()
+
+
+def _session(config: pytest.Config) -> TfPerfSession:
+    """The session's measurement state, created when the first tfperf test runs."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        from pytest_tfperf.session import TfPerfSession
+
+        session = TfPerfSession(config.stash[CONFIG_KEY], str(config.rootpath))
+        config.stash[SESSION_KEY] = session
+    return session
+
+
+def _session_config(config: pytest.Config) -> SessionConfig:
+    opt = config.getoption
+    budget = opt("--tfperf-budget") or _ini_number(config, "tfperf_budget", positive_float)
+    rounds = opt("--tfperf-rounds") or int(_ini_number(config, "tfperf_rounds", positive_int))
+    if opt("--tfperf-update-improved") and not opt("--tfperf-update"):
+        raise pytest.UsageError("--tfperf-update-improved only makes sense with --tfperf-update")
+    if opt("--tfperf-update") and not opt(OPT_MEASURE):
+        raise pytest.UsageError("--tfperf-update needs --tfperf: baselines come from measurements")
+    stall = opt("--tfperf-stall-timeout")
+    return SessionConfig(
+        measure=opt(OPT_MEASURE),
+        json_path=opt("--tfperf-json"),
+        markdown_path=opt("--tfperf-markdown"),
+        budget_s=float(budget),
+        rounds=int(rounds),
+        baseline_dir=opt("--tfperf-baseline-dir") or config.getini("tfperf_baseline_dir"),
+        update=opt("--tfperf-update"),
+        update_improved_only=opt("--tfperf-update-improved"),
+        strict=opt("--tfperf-strict"),
+        tolerance=opt("--tfperf-tolerance"),
+        stall_ceiling_s=stall if stall is not None else 300.0,
+        watchdog=not opt("--tfperf-no-watchdog"),
+        # pytest's own faulthandler timer is the same single timer: leave it alone when set.
+        hard_exit=not float(config.getini("faulthandler_timeout") or 0),
+    )
+
+
+def _ini_number(config: pytest.Config, name: str, parse):  # type: ignore[no-untyped-def]
+    raw = str(config.getini(name))
+    try:
+        return parse(raw)
+    except Exception as exc:  # argparse.ArgumentTypeError
+        raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
+
+
+def _parallel_workers(config: pytest.Config) -> bool:
+    if hasattr(config, "workerinput"):
+        return True
+    n = config.getoption("numprocesses", default=None) if config.pluginmanager.hasplugin("xdist") else None
+    return bool(n)
+
+
+@pytest.fixture
+def tfperf(request: pytest.FixtureRequest) -> TfPerf:
+    """Measure a TensorFlow workload: ``tfperf(fn, *args, items=...)``, ``tfperf.iterate(ds, ...)``,
+    ``tfperf.compare({...})``. Without ``--tfperf`` the workload runs once, as a smoke test."""
+    marker = request.node.get_closest_marker("tfperf")
+    try:
+        options = MarkerOptions.from_kwargs(marker.kwargs if marker else {}, request.node.nodeid)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if marker is not None and marker.args:
+        raise pytest.UsageError(f"{request.node.nodeid}: @pytest.mark.tfperf takes keyword arguments only")
+    from pytest_tfperf.fixture import TfPerf
+
+    session = _session(request.config)
+    return TfPerf(request.node.nodeid, options, session, session.config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
+                                                                                               pytest.TestReport]:
+    report = yield
+    if call.when == "call":
+        session = item.config.stash.get(SESSION_KEY, None)
+        if session is not None:
+            for key, value in session.report_properties(item.nodeid):
+                report.user_properties.append((key, value))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    session = terminalreporter.config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return
+    lines = session.summary_lines()
+    if lines:
+        terminalreporter.write_sep("-", "tfperf")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    tfperf_session = session.config.stash.get(SESSION_KEY, None)
+    if tfperf_session is not None:
+        tfperf_session.finish()

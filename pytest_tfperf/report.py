@@ -1,0 +1,98 @@
+"""Formatters: they return lines, they never print (only ``plugin`` writes to the terminal)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_tfperf.model import Measurement, MemorySource
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One test's line in the summary: its measurement and what was decided about it."""
+
+    measurement: Measurement
+    verdict: str  # "ok", "REGRESSED", "improved", "no baseline", "noisy", "BUDGET", ...
+
+
+def format_bytes(value: int | float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value / 2**20:,.1f} MiB"
+
+
+def format_rate(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:,.2f} M/s"
+    if value >= 1e4:
+        return f"{value / 1e3:,.1f} k/s"
+    return f"{value:,.1f} /s"
+
+
+def format_duration_s(value: float) -> str:
+    if value >= 1:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value * 1e6:.1f} µs"
+
+
+def _host_peak(m: Measurement) -> str:
+    for source in (MemorySource.RSS_HWM, MemorySource.RSS_SAMPLED):
+        peak = m.memory_peak(source)
+        if peak is not None:
+            return format_bytes(peak.peak_bytes) if peak.available else "n/a"
+    return "n/a"
+
+
+def _tf_peak(m: Measurement) -> str:
+    peaks = [p for p in m.memory if p.source is MemorySource.TF_ALLOCATOR]
+    if not peaks:
+        return "n/a"
+    parts = []
+    for p in peaks:
+        if p.available and p.peak_bytes is not None and p.baseline_bytes is not None:
+            # The reported figure is what the workload added on top of what was
+            # already live when measuring began (the model's weights, say).
+            value = format_bytes(p.peak_bytes - p.baseline_bytes)
+        else:
+            value = format_bytes(p.peak_bytes)
+        parts.append(value if len(peaks) == 1 else f"{p.device} {value}")
+    return ", ".join(parts)
+
+
+def _traces(m: Measurement) -> str:
+    if m.traces_first_call is None:
+        return "-"
+    return f"{m.traces_first_call}+{m.traces_steady or 0}"
+
+
+def summary_table(rows: Sequence[Row]) -> list[str]:
+    """The end-of-session table: test, throughput, first call, host and TF peaks, traces, verdict."""
+    header = ("test", "throughput", "±cv", "first call", "peak RSS", "peak TF", "traces", "verdict")
+    body = []
+    for row in rows:
+        m = row.measurement
+        body.append((
+            m.test_id,
+            format_rate(m.throughput_per_s),
+            f"{m.timings.cv * 100:.1f}%",
+            format_duration_s(m.first_call_s),
+            _host_peak(m),
+            _tf_peak(m),
+            _traces(m),
+            row.verdict,
+        ))
+    widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
+    left = {0, 7}
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    lines = [fmt(header), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in body]
+    lines.append("")
+    lines.append("throughput: items/s at the median iteration; ±cv: robust spread of iteration times; "
+                 "peak TF: allocator peak above what was live before measuring; traces: warm-up+steady")
+    return lines

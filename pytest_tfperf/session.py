@@ -1,0 +1,308 @@
+"""One pytest session's measurements: probes, budgets, the baseline gate, and what is written at the end.
+
+No measuring code lives here (that is ``runner``) and no hook (that is
+``plugin``); this module connects the two and keeps the session's results.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_tfperf import runner
+from pytest_tfperf.config import MarkerOptions, SessionConfig
+from pytest_tfperf.model import BudgetViolation, Diagnosis, Environment, Measurement
+
+if TYPE_CHECKING:
+    from pytest_tfperf.fixture import TfPerf
+
+
+@dataclass
+class Outcome:
+    """What happened to one measured test (or variant)."""
+
+    measurement: Measurement
+    violations: tuple[BudgetViolation, ...] = ()
+    verdict: Any = None  # compare.Verdict, when a baseline was compared
+    baseline_note: str = ""  # "no baseline", "no baseline for this environment: ...", ...
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        if self.violations:
+            return "BUDGET"
+        if self.verdict is not None:
+            status = self.verdict.status
+            return {"regressed": "REGRESSED", "improved": "improved", "unchanged": "ok", "noisy": "noisy"}.get(
+                status, status
+            )
+        return self.baseline_note or "measured"
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.violations) or (self.verdict is not None and self.verdict.status == "regressed")
+
+
+class TfPerfSession:
+    def __init__(self, config: SessionConfig, rootdir: str) -> None:
+        self.config = config
+        self.rootdir = rootdir
+        self.outcomes: list[Outcome] = []
+        self._environment: Environment | None = None
+        self._probes: dict[bool, list[Any]] = {}
+        self._store: Any = None
+
+    # -- environment and probes (built once, lazily) ------------------------
+
+    def environment(self) -> Environment:
+        if self._environment is None:
+            from pytest_tfperf.environment import collect_environment
+
+            self._environment = collect_environment()
+        return self._environment
+
+    def probes(self) -> list[Any]:
+        tf_loaded = "tensorflow" in sys.modules
+        if tf_loaded not in self._probes:
+            from pytest_tfperf.memory_probes import default_probes
+
+            self._probes[tf_loaded] = default_probes(tensorflow_loaded=tf_loaded)
+        return self._probes[tf_loaded]
+
+    def close(self) -> None:
+        for probes in self._probes.values():
+            for probe in probes:
+                probe.close()
+        self._probes.clear()
+
+    @property
+    def baseline_dir(self) -> str:
+        path = self.config.baseline_dir
+        return path if os.path.isabs(path) else os.path.join(self.rootdir, path)
+
+    def store(self) -> Any:
+        if self._store is None:
+            from pytest_tfperf.baseline_store import BaselineStore
+
+            self._store = BaselineStore(self.baseline_dir)
+        return self._store
+
+    # -- measuring ------------------------------------------------------------
+
+    def measure_and_judge(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
+                          settings: runner.RunSettings) -> dict[str, Measurement]:
+        options: MarkerOptions = fx._options
+
+        def measure_once() -> dict[str, Measurement]:
+            raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
+                                  watch=settings.stall.enabled)
+            return {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
+
+        measured = measure_once()
+        outcomes = {name: self._evaluate(m, options) for name, m in measured.items()}
+        if self.config.remeasure and any(_borderline(o) for o in outcomes.values()):
+            # Borderline evidence: measure again (all variants, so pairs stay
+            # interleaved) and judge the pooled samples, rather than flip a coin.
+            from pytest_tfperf.compare import pool
+
+            again = measure_once()
+            for name in measured:
+                measured[name] = pool(measured[name], again[name])
+                outcomes[name] = self._evaluate(measured[name], options)
+                outcomes[name].notices.append("re-measured once: the first measurement was borderline")
+        fx.results.update(measured)
+        for o in outcomes.values():
+            self.outcomes.append(o)
+        failures = [self._failure_text(o) for o in outcomes.values() if o.failed]
+        if failures:
+            import pytest
+
+            pytest.fail("\n\n".join(failures), pytrace=False)
+        return measured
+
+    def _build(self, test_id: str, mode: str, raw: runner.RawRun) -> Measurement:
+        from pytest_tfperf import diagnostics
+
+        extras, diagnoses = diagnostics.analyse(raw)
+        return runner.build_measurement(
+            test_id, mode, raw, traces_first_call=raw.traces_first_call, traces_steady=raw.traces_steady,
+            extra_metrics=extras, diagnoses=diagnoses, environment_id=self.environment().fingerprint,
+        )
+
+    def _evaluate(self, m: Measurement, options: MarkerOptions) -> Outcome:
+        from pytest_tfperf.budgets import budgets_from_marker, check_budgets
+
+        outcome = Outcome(measurement=m, violations=check_budgets(m, budgets_from_marker(options)))
+        if options.gate:
+            self._gate(outcome, options)
+        return outcome
+
+    def _gate(self, outcome: Outcome, options: MarkerOptions) -> None:
+        from pytest_tfperf.compare import Tolerances, judge
+
+        match = self.store().load(outcome.measurement.test_id, self.environment())
+        if match.measurement is None:
+            outcome.baseline_note = match.describe()
+            if self.config.strict and not self.config.update:
+                outcome.violations += (
+                    BudgetViolation(metric=f"baseline ({match.describe()}; --tfperf-strict)", limit=1, measured=0,
+                                    unit=""),
+                )
+            return
+        tolerance = options.tolerance if options.tolerance is not None else self.config.tolerance
+        tolerances = Tolerances() if tolerance is None else Tolerances(throughput=tolerance)
+        outcome.verdict = judge(outcome.measurement, match.measurement, tolerances)
+        if outcome.verdict.status == "improved":
+            outcome.notices.append(self._improved_notice(outcome))
+
+    def _failure_text(self, o: Outcome) -> str:
+        parts = []
+        if o.violations:
+            parts.append(f"{o.measurement.test_id}: over budget")
+            parts += [f"  {v.message()}" for v in o.violations]
+        if o.verdict is not None and o.verdict.status == "regressed":
+            parts.append(o.verdict.failure_message(self.environment().fingerprint, self.refresh_hint(o)))
+        for d in o.measurement.diagnoses:
+            if d.severity != "info":
+                parts.append(f"  diagnosis: {d.summary}")
+        return "\n".join(parts)
+
+    def refresh_hint(self, o: Outcome) -> str:
+        return f"pytest --tfperf --tfperf-update {_shell_quote(o.measurement.test_id.split('[')[0])}"
+
+    def _improved_notice(self, o: Outcome) -> str:
+        return (f"{o.measurement.test_id}: {o.verdict.summary() if hasattr(o.verdict, 'summary') else 'improved'}; "
+                f"refresh with: pytest --tfperf --tfperf-update --tfperf-update-improved")
+
+    # -- reporting ------------------------------------------------------------
+
+    def report_properties(self, test_id: str) -> list[tuple[str, object]]:
+        """Figures for JUnit XML (``record_property``), for the outcomes of one test and its variants."""
+        props: list[tuple[str, object]] = []
+        for o in self.outcomes:
+            tid = o.measurement.test_id
+            if tid == test_id or tid.startswith(test_id.rstrip("]")):
+                prefix = "" if tid == test_id else f"{tid[len(test_id.rstrip(']')):].strip('[]-')}:"
+                props += [(prefix + key, value) for key, value in _outcome_properties(o)]
+        return props
+
+    def summary_lines(self) -> list[str]:
+        from pytest_tfperf import report
+
+        if not self.outcomes:
+            return []
+        lines = report.summary_table([report.Row(o.measurement, o.label) for o in self.outcomes])
+        for o in self.outcomes:
+            lines += o.notices
+            if o.baseline_note and o.baseline_note != "no baseline" and not o.verdict:
+                lines.append(f"{o.measurement.test_id}: {o.baseline_note}")
+            for d in o.measurement.diagnoses:
+                lines.append(f"{o.measurement.test_id}: {d.summary}")
+        lines += self._written
+        return lines
+
+    def finish(self) -> None:
+        """Write what the options asked for: JSON results, baselines, history, Markdown."""
+        self._written: list[str] = []
+        try:
+            if not self.outcomes:
+                return
+            if self.config.json_path:
+                from pytest_tfperf.results_json import write_results
+
+                write_results(self.config.json_path, self.environment(), self.outcomes)
+                self._written.append(f"results written to {self.config.json_path}")
+            if self.config.update:
+                self._update_baselines()
+            if self.config.markdown_path or os.environ.get("GITHUB_STEP_SUMMARY"):
+                self._write_markdown()
+        finally:
+            self.close()
+
+    _written: list[str] = []
+
+    def _update_baselines(self) -> None:
+        from pytest_tfperf.history import append_history
+
+        measurements = [o.measurement for o in self.outcomes]
+        if self.config.update_improved_only:
+            measurements = [o.measurement for o in self.outcomes
+                            if o.verdict is not None and o.verdict.status == "improved"
+                            or (o.verdict is None and o.baseline_note)]
+        written = self.store().save(measurements, self.environment())
+        append_history(self.baseline_dir, [o.measurement for o in self.outcomes], self.environment())
+        self._written.append(f"baselines updated in {self.baseline_dir}: {len(measurements)} test(s); "
+                             "other tests' baselines kept")
+        del written
+
+    def _write_markdown(self) -> None:
+        from pytest_tfperf import report
+
+        text = "\n".join(report.markdown_summary([report.Row(o.measurement, o.label) for o in self.outcomes],
+                                                 [o.verdict for o in self.outcomes])) + "\n"
+        if self.config.markdown_path:
+            with open(self.config.markdown_path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            self._written.append(f"Markdown summary written to {self.config.markdown_path}")
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary:
+            with open(step_summary, "a", encoding="utf-8") as fh:
+                fh.write(text)
+
+    def explain_exhaustion(self, exc: BaseException, test_id: str) -> str | None:
+        from pytest_tfperf import diagnostics
+
+        return diagnostics.explain_exhaustion(exc, test_id)
+
+
+def _borderline(o: Outcome) -> bool:
+    return o.verdict is not None and bool(getattr(o.verdict, "needs_remeasure", False))
+
+
+def _device_sync() -> Callable[[], None] | None:
+    """Wait for queued device work, so an iteration ends when its outputs exist.
+
+    GPU kernels run asynchronously; without this the clock would stop when the
+    work was queued. On the CPU eager ops are synchronous and nothing is needed.
+    Not run on a real GPU here: written against tf.test.experimental.sync_devices.
+    """
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return None
+    try:
+        if not tf.config.list_logical_devices("GPU"):
+            return None
+    except Exception:  # noqa: BLE001 - device listing can fail before TF is initialised
+        return None
+    return tf.test.experimental.sync_devices  # type: ignore[no-any-return]
+
+
+def _shell_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def diagnoses_of(m: Measurement) -> tuple[Diagnosis, ...]:
+    return m.diagnoses
+
+
+def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
+    m = o.measurement
+    props: list[tuple[str, object]] = [
+        ("tfperf_throughput_per_s", round(m.throughput_per_s, 3)),
+        ("tfperf_first_call_s", round(m.first_call_s, 6)),
+        ("tfperf_median_s", m.median_s),
+        ("tfperf_verdict", o.label),
+    ]
+    for peak in m.memory:
+        if peak.peak_bytes is not None:
+            props.append((f"tfperf_{peak.metric_name}_bytes", peak.peak_bytes))
+    if m.traces_steady is not None:
+        props.append(("tfperf_traces_steady", m.traces_steady))
+    for name, value in m.extra_metrics:
+        props.append((f"tfperf_{name}", value))
+    return props

@@ -1,0 +1,188 @@
+"""The measuring loop, driven by a fake clock and fake probes: no TensorFlow, no real time."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tfperf import runner
+from pytest_tfperf.model import MemorySource
+
+
+class FakeClock:
+    """Advances only when a workload 'works': each call of ``work(ns)`` moves time forward."""
+
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def __call__(self) -> int:
+        return self.now
+
+    def work(self, ns: int) -> None:
+        self.now += ns
+
+
+class FakeProbe:
+    source = MemorySource.TF_ALLOCATOR
+    device = "CPU:0"
+
+    def __init__(self, unavailable: str | None = None) -> None:
+        self.unavailable = unavailable
+        self.in_use = 100
+        self.high = 100
+        self.resets = 0
+
+    def allocate(self, n: int) -> None:
+        self.in_use += n
+        self.high = max(self.high, self.in_use)
+        self.in_use -= n
+
+    def reset(self) -> int | None:
+        self.resets += 1
+        self.high = self.in_use
+        return None if self.unavailable else self.in_use
+
+    def peak(self) -> int | None:
+        return None if self.unavailable else self.high
+
+    def close(self) -> None:
+        pass
+
+
+def test_plan_fills_the_budget_with_equal_rounds() -> None:
+    plan = runner.plan_rounds(1_000_000, runner.RunSettings(budget_s=2.0, rounds=5))  # 1 ms per iteration
+    assert plan == runner.Plan(rounds=5, iterations_per_round=400)
+
+
+def test_plan_for_a_slow_workload_keeps_at_least_min_rounds() -> None:
+    plan = runner.plan_rounds(3e9, runner.RunSettings(budget_s=2.0, rounds=5, min_rounds=3))  # 3 s per iteration
+    assert plan == runner.Plan(rounds=3, iterations_per_round=1)
+
+
+def test_settings_reject_nonsense() -> None:
+    with pytest.raises(ValueError, match="budget_s"):
+        runner.RunSettings(budget_s=0)
+    with pytest.raises(ValueError, match="rounds"):
+        runner.RunSettings(rounds=0)
+
+
+def test_every_iteration_is_timed_and_first_call_is_separate() -> None:
+    clock = FakeClock()
+    calls = []
+
+    def work() -> None:
+        # the first call is slow (tracing), then steady 1 ms
+        clock.work(50_000_000 if not calls else 1_000_000)
+        calls.append(1)
+
+    raw = runner.measure({"": runner.Workload(call=work, items_per_iteration=32)},
+                         runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock, watch=False)[""]
+    t = raw.timings
+    assert t.first_call_ns == 50_000_000
+    assert t.round_sizes == (10, 10, 10, 10, 10)
+    assert set(t.samples_ns) == {1_000_000}
+    assert t.throughput_per_s == pytest.approx(32_000)  # 32 items per ms
+
+
+def test_variants_are_interleaved_round_by_round() -> None:
+    clock = FakeClock()
+    order: list[str] = []
+
+    def make(name: str, ns: int):
+        def work() -> None:
+            clock.work(ns)
+            order.append(name)
+        return work
+
+    raws = runner.measure({"a": runner.Workload(call=make("a", 1_000_000)),
+                           "b": runner.Workload(call=make("b", 2_000_000))},
+                          runner.RunSettings(budget_s=0.01, rounds=4, warmup_s=0.0), clock=clock, watch=False)
+    assert raws["a"].timings.round_sizes == (2, 2, 2, 2)
+    assert raws["b"].timings.round_sizes == (1, 1, 1, 1)
+    steady = order[4:]  # after two warm-up calls each
+    # ABBA: a a b | b a a | a a b | b a a
+    assert steady == ["a", "a", "b", "b", "a", "a", "a", "a", "b", "b", "a", "a"]
+
+
+def test_memory_peaks_are_reset_per_round_and_read_at_round_end() -> None:
+    clock = FakeClock()
+    probe = FakeProbe()
+    sizes = iter([0, 0] + [10, 20, 30, 40, 50, 60])  # warm-up allocates nothing
+
+    def work() -> None:
+        clock.work(1_000_000)
+        probe.allocate(next(sizes))
+
+    raw = runner.measure({"": runner.Workload(call=work)}, runner.RunSettings(budget_s=0.006, rounds=3, warmup_s=0.0),
+                         clock=clock, probes=[probe], watch=False)[""]
+    (peak,) = raw.memory
+    assert probe.resets == 3
+    assert peak.per_round_peak_bytes == (120, 140, 160)
+    assert peak.peak_bytes == 160
+    assert peak.baseline_bytes == 100
+
+
+def test_an_unavailable_probe_is_reported_with_its_reason() -> None:
+    clock = FakeClock()
+    raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000))},
+                         runner.RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock,
+                         probes=[FakeProbe(unavailable="stats are off")], watch=False)[""]
+    (peak,) = raw.memory
+    assert peak.peak_bytes is None and peak.unavailable == "stats are off"
+
+
+def test_pull_and_step_time_the_input_wait_apart() -> None:
+    clock = FakeClock()
+
+    def pull() -> int:
+        clock.work(3_000_000)
+        return 1
+
+    def step(element: object) -> None:
+        clock.work(1_000_000)
+
+    w = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=8)
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.04, rounds=2, warmup_s=0.0), clock=clock,
+                         watch=False)[""]
+    assert set(raw.timings.samples_ns) == {4_000_000}
+    assert set(raw.input_wait_ns) == {3_000_000}
+    assert len(raw.input_wait_ns) == raw.timings.iterations
+
+
+def test_trace_counts_split_warm_up_from_steady_state() -> None:
+    clock = FakeClock()
+    traces = {"n": 0}
+
+    def work() -> None:
+        clock.work(1_000_000)
+        traces["n"] += 1 if traces["n"] < 1 else 0  # traces once, on the first call
+        if clock.now > 20_000_000:
+            traces["n"] += 1  # then retraces late in the run
+
+    w = runner.Workload(call=work, trace_total=lambda: traces["n"])
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.03, rounds=3, warmup_s=0.0), clock=clock,
+                         watch=False)[""]
+    assert raw.traces_first_call == 1
+    assert raw.traces_steady == traces["n"] - 1 > 0
+
+
+def test_output_check_sees_every_iteration_index() -> None:
+    clock = FakeClock()
+    seen: list[int] = []
+    w = runner.Workload(call=lambda: clock.work(1_000), check_output=lambda i, out: seen.append(i))
+    runner.measure({"": w}, runner.RunSettings(budget_s=0.00001, rounds=2, warmup_s=0.0), clock=clock, watch=False)
+    assert seen == list(range(len(seen))) and len(seen) >= 4
+
+
+def test_dataset_puller_restarts_a_finite_dataset_and_refuses_an_empty_one() -> None:
+    pull = runner.dataset_puller(lambda: iter([1, 2]))
+    assert [pull() for _ in range(5)] == [1, 2, 1, 2, 1]
+    empty = runner.dataset_puller(lambda: iter([]))
+    with pytest.raises(ValueError, match="empty"):
+        empty()
+
+
+def test_smoke_runs_the_workload_exactly_once() -> None:
+    calls = []
+    raw = runner.smoke(runner.Workload(call=lambda: calls.append(1), items_per_iteration=4), runner.RunSettings())
+    assert calls == [1]
+    assert raw.timings.iterations == 1 and raw.timings.items_per_iteration == 4
