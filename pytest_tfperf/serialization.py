@@ -1,0 +1,528 @@
+"""Results <-> plain dicts: the only place where the model meets JSON.
+
+Every stored document (baselines, ``--tfperf-json`` results) goes through the
+functions here, so a field is named, typed and validated in one place. Loading
+is strict: anything unexpected raises ``StorageError`` naming the file, the
+field (``entries.<fingerprint>.measurement.timings.rounds_ns[2]``) and what to
+do, because a baseline misread silently is a gate that lies.
+
+Conventions of the stored form:
+
+- mappings (hard/soft environment keys, extra metrics, diagnosis figures) are
+  JSON objects; they load back sorted by name;
+- floats that JSON cannot hold (NaN, +/-inf) are stored as the strings
+  ``"nan"``, ``"inf"`` and ``"-inf"``;
+- per-iteration samples are stored per round (``rounds_ns``), bounded to
+  ``max_samples`` by ``subsample_timings``; ``iterations_measured`` keeps the
+  true count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_tfperf.model import Diagnosis, Environment, Measurement, MemoryPeak, MemorySource, Timings
+
+JsonDict = dict[str, Any]
+
+REFRESH_COMMAND = "pytest --tfperf --tfperf-update"
+PACKAGE_NAME = "pytest-tfperf"
+
+
+class StorageError(Exception):
+    """A baseline, results or history file cannot be read or written.
+
+    The message says which file, which field, what is wrong and what to do.
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+
+
+def package_version() -> str:
+    """Version of the installed pytest-tfperf, recorded in every file it writes."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(PACKAGE_NAME)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def utc_timestamp(moment: datetime | None = None) -> str:
+    """``2025-11-25T22:04:05Z``: sortable as text, readable in a diff."""
+    moment = datetime.now(timezone.utc) if moment is None else moment
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware (use datetime.now(timezone.utc))")
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """Where a value sits: the file it came from and its path inside the document."""
+
+    source: str
+    path: str
+    hint: str = f"fix the file, or delete it and record it again with `{REFRESH_COMMAND}`"
+
+    def key(self, name: str) -> Field:
+        return Field(self.source, f"{self.path}.{name}" if self.path else name, self.hint)
+
+    def index(self, i: int) -> Field:
+        return Field(self.source, f"{self.path}[{i}]", self.hint)
+
+    def error(self, problem: str) -> StorageError:
+        where = f"field '{self.path}'" if self.path else "document"
+        return StorageError(f"{self.source}: {where}: {problem}; {self.hint}.", self.source)
+
+
+def _describe(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def read_object(value: object, where: Field, required: Sequence[str], optional: Sequence[str] = ()) -> JsonDict:
+    """An object with exactly these keys (unknown keys are refused: they mean a newer or hand-edited file)."""
+    if not isinstance(value, dict):
+        raise where.error(f"expected an object, found {_type_name(value)}")
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise where.error(f"missing key(s) {', '.join(repr(k) for k in missing)}")
+    unknown = sorted(set(value) - set(required) - set(optional))
+    if unknown:
+        raise where.error(f"unknown key(s) {', '.join(repr(k) for k in unknown)}")
+    return value
+
+
+def read_str(value: object, where: Field, *, non_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise where.error(f"expected a string, found {_type_name(value)} {_describe(value)}")
+    if non_empty and not value:
+        raise where.error("expected a non-empty string")
+    return value
+
+
+def read_optional_str(value: object, where: Field) -> str | None:
+    return None if value is None else read_str(value, where)
+
+
+def read_int(value: object, where: Field, *, minimum: int | None = 0) -> int:
+    # bool is an int to Python but never a count or a byte figure.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise where.error(f"expected an integer, found {_type_name(value)} {_describe(value)}")
+    if minimum is not None and value < minimum:
+        raise where.error(f"expected an integer >= {minimum}, found {value}")
+    return value
+
+
+def read_optional_int(value: object, where: Field, *, minimum: int | None = 0) -> int | None:
+    return None if value is None else read_int(value, where, minimum=minimum)
+
+
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def read_float(value: object, where: Field) -> float:
+    if isinstance(value, str) and value in _NON_FINITE:
+        return _NON_FINITE[value]
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise where.error(f"expected a number, found {_type_name(value)} {_describe(value)}")
+    return float(value)
+
+
+def write_float(value: float) -> float | int | str:
+    """A float as JSON can hold it: non-finite values become ``"nan"``/``"inf"``/``"-inf"``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def read_list(value: object, where: Field) -> list[Any]:
+    if not isinstance(value, list):
+        raise where.error(f"expected a list, found {_type_name(value)} {_describe(value)}")
+    return value
+
+
+def read_str_map(value: object, where: Field) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        raise where.error(f"expected an object, found {_type_name(value)}")
+    return tuple(sorted((k, read_str(v, where.key(k), non_empty=False)) for k, v in value.items()))
+
+
+def read_float_map(value: object, where: Field) -> tuple[tuple[str, float], ...]:
+    if not isinstance(value, dict):
+        raise where.error(f"expected an object, found {_type_name(value)}")
+    return tuple(sorted((k, read_float(v, where.key(k))) for k, v in value.items()))
+
+
+def _float_map_to_dict(pairs: Sequence[tuple[str, float]], what: str) -> JsonDict:
+    out: JsonDict = {}
+    for name, value in pairs:
+        if name in out:
+            raise ValueError(f"{what} has the name {name!r} twice; names must be unique to be stored")
+        out[name] = write_float(value)
+    return out
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def subsample_timings(timings: Timings, max_samples: int) -> Timings:
+    """At most ``max_samples`` samples, keeping every round and its order.
+
+    The gate's statistics resample whole rounds, so rounds are what must
+    survive: each round keeps a share of ``max_samples`` proportional to its
+    size (at least one sample), taken at evenly spaced positions, which keeps
+    slow episodes in proportion. Dropping whole rounds instead would not bound
+    the size (one round can hold a million fast iterations) and would leave
+    fewer rounds to resample. Only when there are more rounds than
+    ``max_samples`` are whole rounds dropped, evenly spaced.
+    """
+    if max_samples < 1:
+        raise ValueError(f"max_samples must be at least 1, got {max_samples}")
+    if timings.iterations <= max_samples:
+        return timings
+    rounds = [r for r in timings.rounds if r]
+    if len(rounds) > max_samples:
+        step = len(rounds) / max_samples
+        rounds = [rounds[int(i * step)] for i in range(max_samples)]
+    total = sum(len(r) for r in rounds)
+    quotas = [min(len(r), max(1, len(r) * max_samples // total)) for r in rounds]
+    while sum(quotas) > max_samples:
+        largest = max(range(len(quotas)), key=lambda i: quotas[i])
+        quotas[largest] -= 1
+    kept: list[tuple[int, ...]] = []
+    for r, k in zip(rounds, quotas):
+        n = len(r)
+        kept.append(tuple(r[(2 * j + 1) * n // (2 * k)] for j in range(k)))
+    return Timings(
+        samples_ns=tuple(s for r in kept for s in r),
+        round_sizes=tuple(len(r) for r in kept),
+        items_per_iteration=timings.items_per_iteration,
+        first_call_ns=timings.first_call_ns,
+    )
+
+
+# --------------------------------------------------------------------------- model <-> dict
+
+
+def timings_to_dict(timings: Timings, *, max_samples: int | None = None) -> JsonDict:
+    stored = timings if max_samples is None else subsample_timings(timings, max_samples)
+    return {
+        "first_call_ns": timings.first_call_ns,
+        "items_per_iteration": write_float(timings.items_per_iteration),
+        "iterations_measured": timings.iterations,
+        "rounds_ns": [list(r) for r in stored.rounds],
+    }
+
+
+def timings_from_dict(value: object, where: Field) -> Timings:
+    data = read_object(value, where, ("first_call_ns", "items_per_iteration", "iterations_measured", "rounds_ns"))
+    rounds: list[tuple[int, ...]] = []
+    for i, raw_round in enumerate(read_list(data["rounds_ns"], where.key("rounds_ns"))):
+        round_field = where.key("rounds_ns").index(i)
+        samples = read_list(raw_round, round_field)
+        rounds.append(tuple(read_int(s, round_field.index(j)) for j, s in enumerate(samples)))
+    kept = sum(len(r) for r in rounds)
+    if kept == 0:
+        raise where.key("rounds_ns").error("holds no samples")
+    measured = read_int(data["iterations_measured"], where.key("iterations_measured"), minimum=1)
+    if measured < kept:
+        raise where.key("iterations_measured").error(f"is {measured}, fewer than the {kept} samples stored")
+    items = read_float(data["items_per_iteration"], where.key("items_per_iteration"))
+    if not (items > 0 and math.isfinite(items)):
+        raise where.key("items_per_iteration").error(f"must be a positive number, found {items}")
+    return Timings(
+        samples_ns=tuple(s for r in rounds for s in r),
+        round_sizes=tuple(len(r) for r in rounds),
+        items_per_iteration=items,
+        first_call_ns=read_int(data["first_call_ns"], where.key("first_call_ns")),
+    )
+
+
+def memory_peak_to_dict(peak: MemoryPeak) -> JsonDict:
+    return {
+        "baseline_bytes": peak.baseline_bytes,
+        "device": peak.device,
+        "peak_bytes": peak.peak_bytes,
+        "per_round_peak_bytes": list(peak.per_round_peak_bytes),
+        "source": peak.source.value,
+        "unavailable": peak.unavailable,
+    }
+
+
+def memory_peak_from_dict(value: object, where: Field) -> MemoryPeak:
+    data = read_object(value, where, ("device", "peak_bytes", "source"),
+                       ("baseline_bytes", "per_round_peak_bytes", "unavailable"))
+    source_text = read_str(data["source"], where.key("source"))
+    try:
+        source = MemorySource(source_text)
+    except ValueError:
+        known = ", ".join(repr(s.value) for s in MemorySource)
+        raise where.key("source").error(f"unknown memory source {source_text!r} (known: {known})") from None
+    per_round_field = where.key("per_round_peak_bytes")
+    per_round = read_list(data.get("per_round_peak_bytes", []), per_round_field)
+    peak = read_optional_int(data["peak_bytes"], where.key("peak_bytes"))
+    unavailable = read_optional_str(data.get("unavailable"), where.key("unavailable"))
+    if (peak is None) == (unavailable is None):
+        raise where.error("needs exactly one of 'peak_bytes' and 'unavailable'")
+    return MemoryPeak(
+        source=source,
+        device=read_str(data["device"], where.key("device")),
+        peak_bytes=peak,
+        baseline_bytes=read_optional_int(data.get("baseline_bytes"), where.key("baseline_bytes")),
+        per_round_peak_bytes=tuple(read_int(v, per_round_field.index(i)) for i, v in enumerate(per_round)),
+        unavailable=unavailable,
+    )
+
+
+def diagnosis_to_dict(diagnosis: Diagnosis) -> JsonDict:
+    return {
+        "figures": _float_map_to_dict(diagnosis.figures, f"diagnosis {diagnosis.kind!r} figures"),
+        "kind": diagnosis.kind,
+        "severity": diagnosis.severity,
+        "summary": diagnosis.summary,
+    }
+
+
+def diagnosis_from_dict(value: object, where: Field) -> Diagnosis:
+    data = read_object(value, where, ("kind", "severity", "summary"), ("figures",))
+    return Diagnosis(
+        kind=read_str(data["kind"], where.key("kind")),
+        severity=read_str(data["severity"], where.key("severity")),
+        summary=read_str(data["summary"], where.key("summary"), non_empty=False),
+        figures=read_float_map(data.get("figures", {}), where.key("figures")),
+    )
+
+
+def measurement_summary(measurement: Measurement) -> JsonDict:
+    """Figures a reviewer reads in a diff, computed from all samples (not the stored subset).
+
+    Informational only: loading ignores them and recomputes from the samples.
+    """
+    t = measurement.timings
+    return {
+        "cv": _readable(t.cv),
+        "iterations": t.iterations,
+        "median_ns": _readable(t.median_ns),
+        "p95_ns": _readable(t.latency_percentile_ns(95)),
+        "round_throughputs_per_s": [_readable(v) for v in t.round_throughputs_per_s],
+        "rounds": len(t.round_sizes),
+        "throughput_per_s": _readable(t.throughput_per_s),
+    }
+
+
+def _readable(value: float) -> float | int | str:
+    # Six significant digits: the summary is read by people, the samples keep full precision.
+    if not math.isfinite(value) or value == 0:
+        return write_float(value)
+    return write_float(round(value, 5 - math.floor(math.log10(abs(value)))))
+
+
+def measurement_to_dict(measurement: Measurement, *, max_samples: int | None = None) -> JsonDict:
+    """The stored form of a measurement; ``max_samples`` bounds the per-iteration samples kept."""
+    return {
+        "diagnoses": [diagnosis_to_dict(d) for d in measurement.diagnoses],
+        "environment_id": measurement.environment_id,
+        "extra_metrics": _float_map_to_dict(measurement.extra_metrics, f"{measurement.test_id}: extra_metrics"),
+        "memory": [memory_peak_to_dict(p) for p in measurement.memory],
+        "mode": measurement.mode,
+        "summary": measurement_summary(measurement),
+        "test_id": measurement.test_id,
+        "timings": timings_to_dict(measurement.timings, max_samples=max_samples),
+        "traces_first_call": measurement.traces_first_call,
+        "traces_steady": measurement.traces_steady,
+    }
+
+
+_MEASUREMENT_KEYS = ("environment_id", "mode", "test_id", "timings")
+_MEASUREMENT_OPTIONAL_KEYS = ("diagnoses", "extra_metrics", "memory", "summary", "traces_first_call", "traces_steady")
+
+
+def measurement_from_dict(value: object, where: Field) -> Measurement:
+    data = read_object(value, where, _MEASUREMENT_KEYS, _MEASUREMENT_OPTIONAL_KEYS)
+    if not isinstance(data.get("summary", {}), dict):
+        raise where.key("summary").error("expected an object")
+    memory = read_list(data.get("memory", []), where.key("memory"))
+    diagnoses = read_list(data.get("diagnoses", []), where.key("diagnoses"))
+    return Measurement(
+        test_id=read_str(data["test_id"], where.key("test_id")),
+        mode=read_str(data["mode"], where.key("mode")),
+        timings=timings_from_dict(data["timings"], where.key("timings")),
+        memory=tuple(memory_peak_from_dict(p, where.key("memory").index(i)) for i, p in enumerate(memory)),
+        traces_first_call=read_optional_int(data.get("traces_first_call"), where.key("traces_first_call")),
+        traces_steady=read_optional_int(data.get("traces_steady"), where.key("traces_steady")),
+        diagnoses=tuple(diagnosis_from_dict(d, where.key("diagnoses").index(i)) for i, d in enumerate(diagnoses)),
+        extra_metrics=read_float_map(data.get("extra_metrics", {}), where.key("extra_metrics")),
+        environment_id=read_str(data["environment_id"], where.key("environment_id"), non_empty=False),
+    )
+
+
+def environment_to_dict(environment: Environment) -> JsonDict:
+    hard = dict(environment.hard)
+    soft = dict(environment.soft)
+    if len(hard) != len(environment.hard) or len(soft) != len(environment.soft):
+        raise ValueError("an environment has the same key twice; keys must be unique to be stored")
+    return {"fingerprint": environment.fingerprint, "hard": hard, "soft": soft}
+
+
+def environment_from_dict(value: object, where: Field) -> Environment:
+    data = read_object(value, where, ("fingerprint", "hard"), ("soft",))
+    environment = Environment(
+        hard=read_str_map(data["hard"], where.key("hard")),
+        soft=read_str_map(data.get("soft", {}), where.key("soft")),
+    )
+    stored = read_str(data["fingerprint"], where.key("fingerprint"))
+    if stored != environment.fingerprint:
+        raise where.key("fingerprint").error(
+            f"is {stored!r} but the hard keys hash to {environment.fingerprint!r}: the hard keys were edited"
+            " by hand or the file comes from an incompatible pytest-tfperf"
+        )
+    return environment
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def render_json(document: object) -> str:
+    """Diff-friendly JSON: sorted keys, 2-space indent, lists of plain values on one line.
+
+    A round of samples, or the per-round peaks, is one line: a re-recorded
+    baseline changes a few lines per round instead of thousands, and the
+    structure stays readable in a pull request.
+    """
+    parts: list[str] = []
+    _render(document, 0, parts)
+    parts.append("\n")
+    return "".join(parts)
+
+
+def _scalar(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _render(value: object, depth: int, out: list[str]) -> None:
+    pad = "  " * (depth + 1)
+    if isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        out.append("{\n")
+        for i, key in enumerate(sorted(value)):
+            if not isinstance(key, str):
+                raise TypeError(f"JSON object keys must be strings, found {key!r}")
+            out.append(f"{pad}{_scalar(key)}: ")
+            _render(value[key], depth + 1, out)
+            out.append(",\n" if i < len(value) - 1 else "\n")
+        out.append("  " * depth + "}")
+    elif isinstance(value, (list, tuple)):
+        if all(not isinstance(v, (dict, list, tuple)) for v in value):
+            out.append("[" + ", ".join(_scalar(v) for v in value) + "]")
+            return
+        out.append("[\n")
+        for i, item in enumerate(value):
+            out.append(pad)
+            _render(item, depth + 1, out)
+            out.append(",\n" if i < len(value) - 1 else "\n")
+        out.append("  " * depth + "]")
+    else:
+        out.append(_scalar(value))
+
+
+def to_json_value(value: object, where: str = "value") -> Any:
+    """A copy of ``value`` made of JSON types only (for dicts handed over by other modules, e.g. verdicts).
+
+    Tuples become lists, ``str`` enums their value, non-finite floats strings;
+    anything else that JSON cannot hold raises ``TypeError`` naming where it is.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float)):
+        return write_float(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: keys must be strings, found {key!r}")
+            out[key] = to_json_value(item, f"{where}.{key}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    raise TypeError(f"{where}: {type(value).__name__} cannot be stored as JSON")
+
+
+# Reads a version-checked document; each schema passes its own migrations.
+Migration = Callable[[JsonDict], JsonDict]
+
+
+def load_document(
+    path: Path,
+    schema: str,
+    schema_version: int,
+    migrations: Mapping[int, Migration],
+    hint: str,
+    *,
+    regenerate: str = REFRESH_COMMAND,
+) -> JsonDict:
+    """Parse ``path`` and check its schema name and version, upgrading old versions through ``migrations``.
+
+    ``migrations[v]`` turns a version-``v`` document into a version-``v + 1`` one.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StorageError(f"{path}: no such file", path) from None
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}): the file is corrupted; "
+                           f"{hint}.", path) from None
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot be read ({exc.strerror or exc}); check its permissions.", path) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        state = "is empty" if not text.strip() else f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        raise StorageError(f"{path}: {state}: the file is truncated or corrupted; {hint}.", path) from None
+    top = Field(str(path), "", hint)
+    if not isinstance(data, dict):
+        raise top.error(f"expected a JSON object at the top, found {_type_name(data)}")
+    found_schema = data.get("schema")
+    if found_schema != schema:
+        raise StorageError(f"{path}: not a {schema} file (its 'schema' is {_describe(found_schema)}, expected "
+                           f"{schema!r}); point pytest-tfperf at the right file.", path)
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise top.key("schema_version").error(f"expected a positive integer, found {_describe(version)}")
+    if version > schema_version:
+        written_by = data.get("written_by", "a newer pytest-tfperf")
+        raise StorageError(
+            f"{path}: {schema} schema version {version} was written by a newer pytest-tfperf "
+            f"({_describe(written_by)}); this pytest-tfperf ({package_version()}) reads versions up to "
+            f"{schema_version}. Upgrade pytest-tfperf, or regenerate the file with `{regenerate}`.", path)
+    while version < schema_version:
+        if version not in migrations:
+            raise StorageError(f"{path}: {schema} schema version {version} is no longer supported; "
+                               f"regenerate the file with `{regenerate}`.", path)
+        data = migrations[version](data)
+        version += 1
+        data["schema_version"] = version
+    return data
