@@ -1,0 +1,208 @@
+"""The ``--tfperf-json=PATH`` results document: one run, every measurement and verdict.
+
+It is what CI keeps as an artifact and what ``tfperf-compare old.json new.json``
+reads, so it holds the environment (hard and soft keys), every measurement
+with its per-round samples (bounded like baselines) and, per test, the verdict
+of the gate. Verdicts are built by ``compare``; this module takes them through
+their ``to_dict()`` (or as dicts already) and gives them back as dicts, so the
+file format does not depend on the verdict classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from pytest_tfperf.atomic_files import atomic_write_text
+from pytest_tfperf.model import Environment, Measurement
+from pytest_tfperf.serialization import (
+    Field,
+    JsonDict,
+    Migration,
+    StorageError,
+    environment_from_dict,
+    environment_to_dict,
+    load_document,
+    measurement_from_dict,
+    measurement_to_dict,
+    package_version,
+    read_object,
+    read_str,
+    render_json,
+    to_json_value,
+    utc_timestamp,
+)
+
+SCHEMA = "pytest-tfperf/results"
+
+# Results schema history (bump SCHEMA_VERSION on any change a version-1 reader
+# would misread, and add the step to _MIGRATIONS):
+#
+# 1 - (pytest-tfperf 0.1.0) first version: environment, and "tests" keyed by
+#     test id, each with "measurement" (or null) and "verdict" (or null).
+SCHEMA_VERSION = 1
+_MIGRATIONS: dict[int, Migration] = {}
+
+DEFAULT_MAX_SAMPLES = 2000  # as for baselines: the same data judged the same way
+_REGENERATE = "pytest --tfperf --tfperf-json=PATH"
+_HINT = f"write it again with `{_REGENERATE}`"
+
+
+class SupportsToDict(Protocol):
+    """A verdict from ``compare``: anything that can describe itself as a JSON-ready dict."""
+
+    def to_dict(self) -> Mapping[str, Any]: ...
+
+
+VerdictLike = SupportsToDict | Mapping[str, Any]
+
+
+class OutcomeLike(Protocol):
+    """A test's outcome as the session keeps it: its measurement and, when compared, its verdict."""
+
+    @property
+    def measurement(self) -> Measurement: ...
+
+    @property
+    def verdict(self) -> VerdictLike | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResultsDocument:
+    """A results file, loaded and validated."""
+
+    environment: Environment
+    measurements: tuple[Measurement, ...]  # sorted by test id
+    verdicts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # test id -> verdict dict
+    created_at: str = ""
+    written_by: str = ""
+    path: Path | None = None
+
+    def measurement(self, test_id: str) -> Measurement | None:
+        for m in self.measurements:
+            if m.test_id == test_id:
+                return m
+        return None
+
+    def verdict(self, test_id: str) -> Mapping[str, Any] | None:
+        return self.verdicts.get(test_id)
+
+    @property
+    def test_ids(self) -> tuple[str, ...]:
+        return tuple(sorted({m.test_id for m in self.measurements} | set(self.verdicts)))
+
+
+def _verdict_to_dict(test_id: str, verdict: VerdictLike) -> JsonDict:
+    raw = verdict.to_dict() if hasattr(verdict, "to_dict") else verdict
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"verdict of {test_id!r}: to_dict() returned {type(raw).__name__}, expected a dict")
+    return to_json_value(raw, f"verdict of {test_id!r}")  # type: ignore[no-any-return]
+
+
+def results_to_dict(
+    environment: Environment,
+    results: Iterable[Measurement | OutcomeLike],
+    verdicts: Mapping[str, VerdictLike] | None = None,
+    *,
+    created_at: datetime | None = None,
+    max_samples: int | None = DEFAULT_MAX_SAMPLES,
+) -> JsonDict:
+    """The results document.
+
+    ``results`` holds measurements, or outcomes carrying ``.measurement`` and
+    ``.verdict``; ``verdicts`` (test id -> verdict) adds or overrides
+    verdicts. A test id appearing twice is an error.
+    """
+    fingerprint = environment.fingerprint
+    tests: dict[str, JsonDict] = {}
+    for item in results:
+        m = item if isinstance(item, Measurement) else item.measurement
+        if m.test_id in tests:
+            raise ValueError(f"two measurements for {m.test_id!r}; a results document holds one per test")
+        if m.environment_id not in ("", fingerprint):
+            raise ValueError(f"{m.test_id}: measured in environment {m.environment_id}, "
+                             f"but the results are for environment {fingerprint}")
+        verdict = None if isinstance(item, Measurement) else item.verdict
+        tests[m.test_id] = {
+            "measurement": measurement_to_dict(m, max_samples=max_samples),
+            "verdict": None if verdict is None else _verdict_to_dict(m.test_id, verdict),
+        }
+    for test_id, verdict in (verdicts or {}).items():
+        entry = tests.setdefault(test_id, {"measurement": None, "verdict": None})
+        entry["verdict"] = _verdict_to_dict(test_id, verdict)
+    return {
+        "created_at": utc_timestamp(created_at),
+        "environment": environment_to_dict(environment),
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "tests": tests,
+        "written_by": package_version(),
+    }
+
+
+def write_results(
+    path: str | Path,
+    environment: Environment,
+    results: Iterable[Measurement | OutcomeLike],
+    verdicts: Mapping[str, VerdictLike] | None = None,
+    *,
+    created_at: datetime | None = None,
+    max_samples: int | None = DEFAULT_MAX_SAMPLES,
+) -> Path:
+    """Write the results document to ``path`` atomically (parents created) and return the path."""
+    path = Path(path)
+    text = render_json(results_to_dict(environment, results, verdicts,
+                                       created_at=created_at, max_samples=max_samples))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise StorageError(f"cannot write the results to {path}: {exc.strerror or exc}; choose a writable "
+                           f"path for --tfperf-json.", path) from None
+    return path
+
+
+def results_from_dict(data: object, source: str = "<results>") -> ResultsDocument:
+    """Validate a parsed results document (already at the current schema version)."""
+    top = Field(source, "", _HINT)
+    doc = read_object(data, top, ("created_at", "environment", "schema", "schema_version", "tests", "written_by"))
+    environment = environment_from_dict(doc["environment"], top.key("environment"))
+    tests = doc["tests"]
+    if not isinstance(tests, dict):
+        raise top.key("tests").error("expected an object keyed by test id")
+    measurements: list[Measurement] = []
+    verdicts: dict[str, Mapping[str, Any]] = {}
+    for test_id, raw in sorted(tests.items()):
+        where = top.key("tests").key(test_id)
+        entry = read_object(raw, where, ("measurement", "verdict"))
+        if entry["measurement"] is not None:
+            m = measurement_from_dict(entry["measurement"], where.key("measurement"))
+            if m.test_id != test_id:
+                raise where.key("measurement.test_id").error(f"is {m.test_id!r}, expected {test_id!r}")
+            if m.environment_id not in ("", environment.fingerprint):
+                raise where.key("measurement.environment_id").error(
+                    f"is {m.environment_id!r}, but the document's environment is {environment.fingerprint!r}")
+            measurements.append(m)
+        if entry["verdict"] is not None:
+            if not isinstance(entry["verdict"], dict):
+                raise where.key("verdict").error("expected an object or null")
+            verdicts[test_id] = MappingProxyType(entry["verdict"])
+    return ResultsDocument(
+        environment=environment,
+        measurements=tuple(measurements),
+        verdicts=MappingProxyType(verdicts),
+        created_at=read_str(doc["created_at"], top.key("created_at")),
+        written_by=read_str(doc["written_by"], top.key("written_by")),
+        path=None if source == "<results>" else Path(source),
+    )
+
+
+def load_results(path: str | Path) -> ResultsDocument:
+    """Read and validate a results file; raises ``StorageError`` naming the file and field."""
+    path = Path(path)
+    data = load_document(path, SCHEMA, SCHEMA_VERSION, _MIGRATIONS, _HINT, regenerate=_REGENERATE)
+    return results_from_dict(data, str(path))

@@ -1,0 +1,160 @@
+"""The --tfperf-json results document: what it holds, atomic writing, strict loading."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.results_json import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    load_results,
+    results_to_dict,
+    write_results,
+)
+from pytest_tfperf.serialization import StorageError, subsample_timings
+
+ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")), soft=(("hostname", "ci-3"),))
+WHEN = datetime(2025, 11, 23, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def measurement(test_id: str, *, rounds: int = 3, per_round: int = 8, seed: int = 0) -> Measurement:
+    rng = random.Random(seed)
+    samples = tuple(rng.randint(90_000, 110_000) for _ in range(rounds * per_round))
+    return Measurement(test_id=test_id, mode="iterate", timings=Timings(samples, (per_round,) * rounds, 16.0, 10**8),
+                       memory=(MemoryPeak(MemorySource.RSS_HWM, "host", 10**9, 9 * 10**8, (10**9,) * rounds),),
+                       traces_first_call=1, traces_steady=0, environment_id=ENV.fingerprint)
+
+
+class FakeVerdict:
+    """Stands in for compare.Verdict: only the to_dict() protocol matters here."""
+
+    def __init__(self, status: str) -> None:
+        self.status = status
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "metrics": ({"metric": "throughput_per_s", "change": -0.12},),
+                "p_value": float("nan")}
+
+
+@dataclasses.dataclass
+class FakeOutcome:
+    measurement: Measurement
+    verdict: Any = None
+
+
+def test_results_round_trip_with_environment_measurements_and_verdicts(tmp_path: Path) -> None:
+    a, b, c = measurement("t::a"), measurement("t::b", seed=1), measurement("t::c", seed=2)
+    path = write_results(tmp_path / "out" / "results.json", ENV,
+                         [FakeOutcome(a, FakeVerdict("regressed")), FakeOutcome(b), c],
+                         {"t::c": {"status": "unchanged"}, "t::errored": {"status": "error"}}, created_at=WHEN)
+    doc = load_results(path)
+    assert doc.environment.fingerprint == ENV.fingerprint and doc.environment.soft_dict() == {"hostname": "ci-3"}
+    assert doc.measurements == (a, b, c)
+    assert doc.measurement("t::b") == b and doc.measurement("t::zzz") is None
+    assert doc.verdict("t::a") == {"status": "regressed", "p_value": "nan",
+                                   "metrics": [{"metric": "throughput_per_s", "change": -0.12}]}
+    assert doc.verdict("t::b") is None
+    assert doc.verdict("t::c") == {"status": "unchanged"}
+    assert doc.test_ids == ("t::a", "t::b", "t::c", "t::errored")
+    assert doc.created_at == "2025-11-23T12:00:00Z" and doc.path == path
+
+
+def test_results_document_layout(tmp_path: Path) -> None:
+    data = results_to_dict(ENV, [measurement("t::a")], created_at=WHEN)
+    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 1
+    assert set(data) == {"created_at", "environment", "schema", "schema_version", "tests", "written_by"}
+    assert data["environment"]["hard"] == {"cpu_model": "Xeon", "tensorflow": "2.21.0"}
+    assert data["tests"]["t::a"]["verdict"] is None
+    assert len(data["tests"]["t::a"]["measurement"]["timings"]["rounds_ns"]) == 3
+
+
+def test_samples_are_bounded_unless_asked_otherwise(tmp_path: Path) -> None:
+    big = measurement("t::big", rounds=4, per_round=5000)
+    bounded = load_results(write_results(tmp_path / "a.json", ENV, [big], max_samples=400)).measurements[0]
+    assert bounded.timings == subsample_timings(big.timings, 400)
+    full = load_results(write_results(tmp_path / "b.json", ENV, [big], max_samples=None)).measurements[0]
+    assert full == big
+
+
+def test_a_test_measured_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="two measurements for 't::a'"):
+        results_to_dict(ENV, [measurement("t::a"), measurement("t::a")])
+
+
+def test_a_measurement_from_another_environment_is_refused() -> None:
+    stray = dataclasses.replace(measurement("t::a"), environment_id="ffffffffffffffff")
+    with pytest.raises(ValueError, match="measured in environment ffffffffffffffff"):
+        results_to_dict(ENV, [stray])
+
+
+def test_a_verdict_that_cannot_be_stored_is_refused_with_its_place() -> None:
+    class Bad:
+        def to_dict(self) -> dict[str, Any]:
+            return {"when": datetime(2025, 1, 1)}
+
+    with pytest.raises(TypeError, match=r"verdict of 't::a'\.when: datetime cannot be stored"):
+        results_to_dict(ENV, [FakeOutcome(measurement("t::a"), Bad())])
+
+    class NotADict:
+        def to_dict(self) -> list[int]:
+            return [1]
+
+    with pytest.raises(TypeError, match="returned list, expected a dict"):
+        results_to_dict(ENV, [], {"t::a": NotADict()})  # type: ignore[dict-item]
+
+
+def test_a_failed_write_keeps_the_previous_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")])
+    before = path.read_bytes()
+
+    def refuse(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(StorageError, match="cannot write the results to .*No space left"):
+        write_results(path, ENV, [measurement("t::b")])
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda d: d.update(schema_version=2), "written by a newer pytest-tfperf"),
+        (lambda d: d.update(schema="pytest-tfperf/baseline"), "not a pytest-tfperf/results file"),
+        (lambda d: d.pop("environment"), "missing key(s) 'environment'"),
+        (lambda d: d["tests"]["t::a"]["measurement"].update(test_id="t::b"), "measurement.test_id': is 't::b'"),
+        (lambda d: d["tests"]["t::a"]["measurement"].update(environment_id="0" * 16), "document's environment"),
+        (lambda d: d["tests"]["t::a"].update(verdict="regressed"), "verdict': expected an object or null"),
+        (lambda d: d["environment"]["hard"].update(tensorflow="2.20"), "hard keys were edited"),
+    ],
+)
+def test_bad_results_files_are_refused_naming_the_file(tmp_path: Path, edit: Any, expected: str) -> None:
+    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")])
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(StorageError) as info:
+        load_results(path)
+    assert str(path) in str(info.value) and expected in str(info.value)
+
+
+def test_a_truncated_results_file_is_refused(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")])
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(StorageError, match="truncated or corrupted; write it again with `pytest --tfperf"):
+        load_results(path)
+
+
+def test_a_missing_results_file_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="nope.json: no such file"):
+        load_results(tmp_path / "nope.json")
