@@ -100,8 +100,8 @@ class KeyDifference:
     stored: str | None
     current: str | None
 
-    def describe(self) -> str:
-        return f"{self.key} ({_show(self.stored)} there, {_show(self.current)} here)"
+    def describe(self, stored_label: str = "there", current_label: str = "here") -> str:
+        return f"{self.key} ({_show(self.stored)} {stored_label}, {_show(self.current)} {current_label})"
 
 
 def _show(value: str | None) -> str:
@@ -166,11 +166,11 @@ class BaselineMatch:
     def describe(self) -> str:
         """One or two sentences for the report."""
         if self.status is MatchStatus.NO_BASELINE:
-            return f"no baseline for this test yet ({self.path}); record one with `{REFRESH_COMMAND}`."
+            return f"no baseline for this test yet; record one with `{REFRESH_COMMAND}`."
         if self.status is MatchStatus.OTHER_ENVIRONMENTS:
             others = "; ".join(o.describe() for o in self.others)
-            return (f"no baseline for this environment (fingerprint {self.fingerprint}) in {self.path}; "
-                    f"recorded only for: {others}. Record one for this environment with `{REFRESH_COMMAND}`.")
+            return (f"no baseline for this environment (fingerprint {self.fingerprint}); recorded only for: "
+                    f"{others}. Record one for this environment with `{REFRESH_COMMAND}`.")
         assert self.baseline is not None
         text = f"baseline recorded {self.baseline.recorded_at} by pytest-tfperf {self.baseline.written_by}"
         if self.soft_differences:

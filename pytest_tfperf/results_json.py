@@ -10,6 +10,7 @@ file format does not depend on the verdict classes.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -53,12 +54,13 @@ _HINT = f"write it again with `{_REGENERATE}`"
 
 
 class SupportsToDict(Protocol):
-    """A verdict from ``compare``: anything that can describe itself as a JSON-ready dict."""
+    """A verdict that describes itself as a JSON-ready dict (a dataclass or a plain dict is accepted too)."""
 
     def to_dict(self) -> Mapping[str, Any]: ...
 
 
-VerdictLike = SupportsToDict | Mapping[str, Any]
+# A verdict: a ``SupportsToDict``, a dataclass (``compare.Verdict``) or a dict; checked when written.
+VerdictLike = Any
 
 
 class OutcomeLike(Protocol):
@@ -97,10 +99,17 @@ class ResultsDocument:
 
 
 def _verdict_to_dict(test_id: str, verdict: VerdictLike) -> JsonDict:
-    raw = verdict.to_dict() if hasattr(verdict, "to_dict") else verdict
-    if not isinstance(raw, Mapping):
-        raise TypeError(f"verdict of {test_id!r}: to_dict() returned {type(raw).__name__}, expected a dict")
-    return to_json_value(raw, f"verdict of {test_id!r}")  # type: ignore[no-any-return]
+    where = f"verdict of {test_id!r}"
+    if hasattr(verdict, "to_dict"):
+        raw = verdict.to_dict()
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"{where}: to_dict() returned {type(raw).__name__}, expected a dict")
+    elif isinstance(verdict, Mapping) or dataclasses.is_dataclass(verdict):
+        # A frozen dataclass (compare.Verdict) is stored field by field.
+        raw = verdict
+    else:
+        raise TypeError(f"{where}: {type(verdict).__name__} has no to_dict() and is neither a dict nor a dataclass")
+    return to_json_value(raw, where)  # type: ignore[no-any-return]
 
 
 def results_to_dict(

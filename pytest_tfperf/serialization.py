@@ -19,6 +19,8 @@ Conventions of the stored form:
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -452,9 +454,14 @@ def _render(value: object, depth: int, out: list[str]) -> None:
 def to_json_value(value: object, where: str = "value") -> Any:
     """A copy of ``value`` made of JSON types only (for dicts handed over by other modules, e.g. verdicts).
 
-    Tuples become lists, ``str`` enums their value, non-finite floats strings;
-    anything else that JSON cannot hold raises ``TypeError`` naming where it is.
+    Tuples become lists, enums their value, frozen dataclasses dicts of their
+    fields, non-finite floats strings; anything else that JSON cannot hold
+    raises ``TypeError`` naming where it is.
     """
+    if isinstance(value, enum.Enum):
+        return to_json_value(value.value, where)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json_value(getattr(value, f.name), f"{where}.{f.name}") for f in dataclasses.fields(value)}
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (int, float)):

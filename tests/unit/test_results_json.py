@@ -158,3 +158,23 @@ def test_a_truncated_results_file_is_refused(tmp_path: Path) -> None:
 def test_a_missing_results_file_is_reported(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="nope.json: no such file"):
         load_results(tmp_path / "nope.json")
+
+
+def test_a_compare_verdict_dataclass_is_stored_field_by_field(tmp_path: Path) -> None:
+    from pytest_tfperf.compare import Tolerances, judge
+
+    base, slow = measurement("t::a", rounds=6), measurement("t::a", rounds=6, seed=5)
+    slow = dataclasses.replace(slow, timings=Timings(tuple(s * 2 for s in slow.timings.samples_ns),
+                                                     slow.timings.round_sizes, 16.0, 10**8))
+    verdict = judge(slow, base, Tolerances())
+    doc = load_results(write_results(tmp_path / "r.json", ENV, [FakeOutcome(slow, verdict)]))
+    stored = doc.verdict("t::a")
+    assert stored is not None and stored["status"] == "regressed" and stored["test_id"] == "t::a"
+    throughput = stored["metrics"][0]
+    assert throughput["metric"] == "throughput" and throughput["direction"] == "higher_is_better"
+    assert throughput["relative_change"] == pytest.approx(verdict.metrics[0].relative_change)
+
+
+def test_a_verdict_of_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(TypeError, match="has no to_dict"):
+        results_to_dict(ENV, [FakeOutcome(measurement("t::a"), "regressed")])
