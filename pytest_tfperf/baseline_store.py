@@ -274,12 +274,12 @@ class BaselineStore:
         If any file to update cannot be read, nothing at all is written.
         """
         fingerprint = environment.fingerprint
-        wanted: dict[str, dict[str, tuple[Measurement, Environment]]] = {}
+        wanted: dict[str, Measurement] = {}
         for measurement in measurements:
             if measurement.environment_id and measurement.environment_id != fingerprint:
                 raise ValueError(f"{measurement.test_id}: measured in environment {measurement.environment_id} "
                                  f"but saved for environment {fingerprint}")
-            wanted.setdefault(measurement.test_id, {})[fingerprint] = (measurement, environment)
+            wanted[measurement.test_id] = measurement
         if not wanted:
             return SaveReport((), (), ())
         self._make_directory()
@@ -307,24 +307,20 @@ class BaselineStore:
             written: list[tuple[str, str]] = []
             not_improved: list[tuple[str, str]] = []
             files: list[Path] = []
-            for test_id in sorted(wanted):
-                # Entries not measured now are rewritten exactly as they were read.
+            for test_id, measurement in sorted(wanted.items()):
+                old = current[test_id].get(fingerprint)
+                if only_improved and old is not None and not is_improvement(measurement, old[1].measurement):
+                    not_improved.append((test_id, fingerprint))
+                    continue
+                # Entries of other environments are rewritten exactly as they were read.
                 entries = {fp: raw for fp, (raw, _) in current[test_id].items()}
-                changed = False
-                for fingerprint, (measurement, environment) in sorted(wanted[test_id].items()):
-                    old = current[test_id].get(fingerprint)
-                    if only_improved and old is not None and not is_improvement(measurement, old[1].measurement):
-                        not_improved.append((test_id, fingerprint))
-                        continue
-                    entries[fingerprint] = self._entry_to_dict(measurement, environment, timestamp, version)
-                    written.append((test_id, fingerprint))
-                    changed = True
-                if changed:
-                    path = self.path_for(test_id)
-                    document = {"entries": entries, "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-                                "test_id": test_id}
-                    self._write(path, render_json(document), files)
-                    files.append(path)
+                entries[fingerprint] = self._entry_to_dict(measurement, environment, timestamp, version)
+                path = self.path_for(test_id)
+                document = {"entries": entries, "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+                            "test_id": test_id}
+                self._write(path, render_json(document), files)
+                files.append(path)
+                written.append((test_id, fingerprint))
         finally:
             lock.release()
         return SaveReport(tuple(written), tuple(not_improved), tuple(files))

@@ -178,3 +178,21 @@ def test_a_compare_verdict_dataclass_is_stored_field_by_field(tmp_path: Path) ->
 def test_a_verdict_of_an_unknown_kind_is_refused() -> None:
     with pytest.raises(TypeError, match="has no to_dict"):
         results_to_dict(ENV, [FakeOutcome(measurement("t::a"), "regressed")])
+
+
+GOLDEN = Path(__file__).parent.parent / "data" / "results" / "v1" / "results.json"
+
+
+def test_golden_v1_results_file_loads_and_is_rewritten_identically(tmp_path: Path) -> None:
+    doc = load_results(GOLDEN)
+    (m,) = doc.measurements
+    assert m.test_id == "tests/perf/test_input.py::test_pipeline[parallel]" and m.mode == "iterate"
+    assert m.timings.rounds == ((2100000, 2050000, 2080000), (2500000, 2060000, 2070000))
+    assert m.memory_peak(MemorySource.TF_ALLOCATOR).unavailable.startswith("allocator statistics")  # type: ignore[union-attr]
+    assert doc.verdict(m.test_id)["metrics"][0]["relative_change"] == -0.126  # type: ignore[index]
+    assert doc.environment.fingerprint == m.environment_id == "1a1c4d699a555c4d"
+    created = datetime.strptime(doc.created_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    again = write_results(tmp_path / "r.json", doc.environment, [m], dict(doc.verdicts), created_at=created)
+    text = again.read_text()
+    version = json.loads(text)["written_by"]
+    assert text.replace(f'"written_by": "{version}"', '"written_by": "0.1.0"') == GOLDEN.read_text()
