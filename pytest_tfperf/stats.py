@@ -1,9 +1,17 @@
-"""Pure statistics over sequences of numbers: no pytest, no TensorFlow, no I/O."""
+"""Pure statistics over sequences of numbers: no pytest, no TensorFlow, no I/O.
+
+numpy is imported lazily, only by the bootstrap (the one place where a vectorised
+loop matters); everything else is plain Python so the core stays importable and
+testable without it.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
 
 
 def median(values: Sequence[float]) -> float:
@@ -44,3 +52,420 @@ def robust_cv(values: Sequence[float]) -> float:
     if med == 0:
         return 0.0
     return 1.4826 * mad(values) / abs(med)
+
+
+# ---------------------------------------------------------------------------
+# Distributions. scipy is not a dependency, so the two quantile functions the
+# gate needs are written here: the normal one comes from the standard library,
+# Student's t from the regularised incomplete beta function.
+
+
+def normal_quantile(p: float) -> float:
+    """Inverse CDF of the standard normal distribution."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"normal_quantile needs 0 < p < 1, got {p}")
+    return NormalDist().inv_cdf(p)
+
+
+def normal_sf(z: float) -> float:
+    """Upper tail probability P(Z > z) of the standard normal distribution."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    # Continued fraction of the incomplete beta function (modified Lentz).
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the CDF of the Beta(a, b) distribution at ``x``."""
+    if a <= 0 or b <= 0:
+        raise ValueError(f"incomplete beta needs a > 0 and b > 0, got a={a}, b={b}")
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    # The continued fraction converges fast only on its own side of the mean.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """CDF of Student's t distribution with ``df`` (possibly fractional) degrees of freedom."""
+    if df <= 0:
+        raise ValueError(f"t distribution needs df > 0, got {df}")
+    if math.isinf(df):
+        return 1.0 - normal_sf(t)
+    tail = 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Inverse CDF of Student's t distribution (bisection: slow-ish but exact to 1e-10)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"t_quantile needs 0 < p < 1, got {p}")
+    if df <= 0:
+        raise ValueError(f"t distribution needs df > 0, got {df}")
+    if math.isinf(df):
+        return normal_quantile(p)
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+# ---------------------------------------------------------------------------
+# Block bootstrap of a ratio of medians.
+
+
+@dataclass(frozen=True, slots=True)
+class RatioInterval:
+    """A ratio of medians ``numerator / denominator`` with a bootstrap confidence interval."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    numerator_blocks: int
+    denominator_blocks: int
+
+
+def bootstrap_median_ratio(
+    numerator_blocks: Sequence[Sequence[float]],
+    denominator_blocks: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.99,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> RatioInterval:
+    """Percentile-bootstrap CI of ``median(all numerator values) / median(all denominator values)``.
+
+    Each side is resampled by whole blocks (rounds), with replacement, never by
+    single values: TensorFlow's slow episodes (thread-pool stalls, half-speed
+    stretches) last longer than one iteration, so iterations within a round are
+    correlated and an iteration-level bootstrap would give a CI that is far too
+    narrow. With few blocks the interval is still somewhat optimistic (the
+    bootstrap cannot see more between-round variation than the rounds showed),
+    which is why the gate takes its significance from a rank test instead and
+    uses this interval for reporting and for borderline detection.
+
+    Deterministic for a given ``seed``.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    if resamples < 100:
+        raise ValueError(f"use at least 100 bootstrap resamples, got {resamples}")
+    num = _checked_blocks(numerator_blocks, "numerator")
+    den = _checked_blocks(denominator_blocks, "denominator")
+    den_median = median([v for block in den for v in block])
+    if den_median == 0:
+        raise ValueError("the denominator's median is 0: a ratio of medians is undefined")
+    estimate = median([v for block in num for v in block]) / den_median
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    num_medians = _block_bootstrap_medians(num, resamples, rng)
+    den_medians = _block_bootstrap_medians(den, resamples, rng)
+    with np.errstate(divide="ignore"):
+        ratios = num_medians / den_medians
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(ratios, [tail, 1.0 - tail])
+    return RatioInterval(
+        estimate=float(estimate),
+        low=float(min(low, estimate)),
+        high=float(max(high, estimate)),
+        confidence=confidence,
+        resamples=resamples,
+        numerator_blocks=len(num),
+        denominator_blocks=len(den),
+    )
+
+
+def _checked_blocks(blocks: Sequence[Sequence[float]], side: str) -> list[Sequence[float]]:
+    out = [b for b in blocks]
+    if not out:
+        raise ValueError(f"the {side} has no blocks (rounds) to resample")
+    for i, block in enumerate(out):
+        if len(block) == 0:
+            raise ValueError(f"block {i} of the {side} is empty: every round needs at least one value")
+    return out
+
+
+def _block_bootstrap_medians(blocks: Sequence[Sequence[float]], resamples: int, rng: Any) -> Any:
+    """Median of the union of ``len(blocks)`` blocks drawn with replacement, ``resamples`` times.
+
+    Vectorised without materialising the resampled unions: the median of a
+    union of blocks always lies between the smallest lower-middle value and the
+    largest upper-middle value of the blocks, so only the values in that window
+    are candidates; a resample is a vector of block multiplicities, and the
+    cumulative count of each candidate is a weighted sum of per-block counts.
+    """
+    import numpy as np
+
+    n_blocks = len(blocks)
+    arrays = [np.sort(np.asarray(b, dtype=float)) for b in blocks]
+    lower_mid = min(a[(len(a) - 1) // 2] for a in arrays)
+    upper_mid = max(a[len(a) // 2] for a in arrays)
+    below = np.array([np.searchsorted(a, lower_mid, side="left") for a in arrays], dtype=float)
+    window_parts = [a[(a >= lower_mid) & (a <= upper_mid)] for a in arrays]
+    values = np.concatenate(window_parts)
+    labels = np.concatenate([np.full(len(p), i) for i, p in enumerate(window_parts)])
+    order = np.argsort(values, kind="stable")
+    values, labels = values[order], labels[order]
+    # cum_by_block[r, j]: values of block r that are <= values[j] (counting those below the window)
+    indicator = np.zeros((n_blocks, len(values)))
+    indicator[labels, np.arange(len(values))] = 1.0
+    cum_by_block = np.cumsum(indicator, axis=1) + below[:, None]
+
+    counts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks), size=resamples)
+    # Few rounds allow few distinct resamples (126 for 5 rounds): compute each once.
+    unique, inverse = np.unique(counts, axis=0, return_inverse=True)
+    unique = unique.astype(float)
+    # Broadcast multiply-adds rather than ``unique @ cum_by_block``: one dimension is
+    # tiny, and BLAS threads spin badly on a busy 2-core machine.
+    cum = np.zeros((len(unique), len(values)))
+    for r in range(n_blocks):
+        cum += unique[:, r, None] * cum_by_block[r]
+    total = (unique * np.array([len(a) for a in arrays], dtype=float)).sum(axis=1)
+    k_low = np.floor((total + 1.0) / 2.0)  # 1-based positions of the two middle values
+    k_high = np.floor(total / 2.0) + 1.0
+    i_low = np.argmax(cum >= k_low[:, None], axis=1)
+    i_high = np.argmax(cum >= k_high[:, None], axis=1)
+    medians = (values[i_low] + values[i_high]) / 2.0
+    return medians[np.asarray(inverse).reshape(-1)]
+
+
+# ---------------------------------------------------------------------------
+# Rank test.
+
+
+@dataclass(frozen=True, slots=True)
+class RankTest:
+    """One-sided Mann-Whitney U test of "``x`` tends to be larger than ``y``".
+
+    ``min_p_value`` is the smallest p-value these sample sizes can produce at
+    all: when it exceeds the significance level, the test cannot decide, however
+    large the difference (asv's hidden pitfall, made explicit here).
+    """
+
+    u: float  # number of (x, y) pairs with x > y, ties counting one half
+    p_value: float
+    min_p_value: float
+    exact: bool
+    n_x: int
+    n_y: int
+
+
+_EXACT_LIMIT = 60  # both samples at most this long and no ties: exact null distribution
+
+
+def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> RankTest:
+    """One-sided Mann-Whitney U test, alternative: ``x`` is stochastically greater than ``y``.
+
+    Exact null distribution (Gaussian binomial coefficients) when there are no
+    ties and both samples are short, which is the usual case for round-level
+    statistics; otherwise the normal approximation with tie correction and
+    continuity correction.
+    """
+    n_x, n_y = len(x), len(y)
+    if n_x == 0 or n_y == 0:
+        raise ValueError(f"the rank test needs values on both sides, got {n_x} and {n_y}")
+    pooled = sorted([(v, 0) for v in x] + [(v, 1) for v in y])
+    n = n_x + n_y
+    ranks = [0.0] * n
+    tie_term = 0.0
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        avg = (i + j) / 2.0 + 1.0
+        for k in range(i, j + 1):
+            ranks[k] = avg
+        t = j - i + 1
+        tie_term += t**3 - t
+        i = j + 1
+    rank_sum_x = sum(r for r, (_, side) in zip(ranks, pooled) if side == 0)
+    u = rank_sum_x - n_x * (n_x + 1) / 2.0
+    if tie_term == 0 and n_x <= _EXACT_LIMIT and n_y <= _EXACT_LIMIT:
+        counts = _u_null_counts(n_x, n_y)
+        total = math.comb(n, n_x)
+        at_least = sum(counts[int(round(u)) :])
+        return RankTest(u=u, p_value=at_least / total, min_p_value=1.0 / total, exact=True, n_x=n_x, n_y=n_y)
+    mean_u = n_x * n_y / 2.0
+    var_u = n_x * n_y / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
+    best = normal_sf((n_x * n_y - mean_u - 0.5) / math.sqrt(n_x * n_y * (n + 1) / 12.0))
+    if var_u <= 0:
+        # Every value is identical: no evidence in either direction.
+        return RankTest(u=u, p_value=1.0, min_p_value=best, exact=False, n_x=n_x, n_y=n_y)
+    z = (u - mean_u - 0.5) / math.sqrt(var_u)
+    return RankTest(u=u, p_value=min(1.0, normal_sf(z)), min_p_value=best, exact=False, n_x=n_x, n_y=n_y)
+
+
+def _u_null_counts(n_x: int, n_y: int) -> list[int]:
+    """Number of arrangements giving U = 0, 1, ..., n_x*n_y: the coefficients of the
+    Gaussian binomial [n_x + n_y choose n_x]_q = prod_{i=1..n_x} (1 - q^(n_y+i)) / (1 - q^i)."""
+    size = n_x * n_y + 1
+    poly = [0] * size
+    poly[0] = 1
+    for i in range(1, n_x + 1):
+        step = n_y + i
+        for k in range(size - 1, step - 1, -1):  # multiply by (1 - q^step)
+            poly[k] -= poly[k - step]
+        for k in range(i, size):  # divide by (1 - q^i): exact, the quotient is a polynomial
+            poly[k] += poly[k - i]
+    return poly
+
+
+# ---------------------------------------------------------------------------
+# Power, precision, rates.
+
+
+def minimum_detectable_effect(
+    standard_error: float,
+    *,
+    alpha: float,
+    power: float,
+    df: float = math.inf,
+    threshold: float = 0.0,
+) -> float:
+    """Smallest true effect detected with probability ``power`` by a rule that needs
+    both significance at level ``alpha`` (one-sided) and an estimate above ``threshold``.
+
+    Normal-theory (Student's t with ``df`` for the significance part):
+    ``max(threshold + z_power * se, (t_{1-alpha, df} + z_power) * se)``. Returns
+    ``inf`` when the standard error is infinite (nothing can be detected).
+    """
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError(f"alpha and power must be between 0 and 1, got alpha={alpha}, power={power}")
+    if standard_error < 0 or math.isnan(standard_error):
+        raise ValueError(f"standard error must be >= 0, got {standard_error}")
+    if math.isinf(standard_error):
+        return math.inf
+    z_power = normal_quantile(power)
+    critical = t_quantile(1.0 - alpha, df)
+    return max(threshold + z_power * standard_error, (critical + z_power) * standard_error)
+
+
+def welch_standard_error(sd_a: float, n_a: int, sd_b: float, n_b: int) -> tuple[float, float]:
+    """Standard error of a difference of two means and its Welch-Satterthwaite degrees of freedom.
+
+    A side with fewer than 2 values has no variance estimate: the error is ``inf``.
+    """
+    if n_a < 2 or n_b < 2:
+        return math.inf, 1.0
+    va, vb = sd_a * sd_a / n_a, sd_b * sd_b / n_b
+    se = math.sqrt(va + vb)
+    denominator = (va * va / (n_a - 1) if va else 0.0) + (vb * vb / (n_b - 1) if vb else 0.0)
+    df = (va + vb) ** 2 / denominator if denominator > 0 else float(n_a + n_b - 2)
+    return se, df
+
+
+def stdev(values: Sequence[float]) -> float:
+    """Sample standard deviation (n - 1 in the denominator); 0 for a single value."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("standard deviation of an empty sequence")
+    if n == 1:
+        return 0.0
+    mean = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial rate (well behaved at 0 and n, unlike the Wald interval)."""
+    if trials <= 0:
+        raise ValueError(f"the Wilson interval needs at least one trial, got {trials}")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must be between 0 and trials ({trials}), got {successes}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    z = normal_quantile(0.5 + confidence / 2.0)
+    p = successes / trials
+    denom = 1.0 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# ---------------------------------------------------------------------------
+# Least squares.
+
+
+@dataclass(frozen=True, slots=True)
+class LinearFit:
+    """Ordinary least-squares line ``y = intercept + slope * x``.
+
+    ``slope_stderr`` is ``inf`` with only two points (no residual degrees of
+    freedom). ``r_squared`` is 1.0 when the ys are constant and fitted exactly.
+    """
+
+    slope: float
+    intercept: float
+    slope_stderr: float
+    r_squared: float
+    n: int
+
+    def predict(self, x: float) -> float:
+        return self.intercept + self.slope * x
+
+
+def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> LinearFit:
+    """Least-squares slope with its standard error and R^2 (memory-growth diagnostics)."""
+    n = len(xs)
+    if n != len(ys):
+        raise ValueError(f"linear_fit needs as many xs as ys, got {n} and {len(ys)}")
+    if n < 2:
+        raise ValueError(f"linear_fit needs at least 2 points, got {n}")
+    mean_x = math.fsum(xs) / n
+    mean_y = math.fsum(ys) / n
+    sxx = math.fsum((x - mean_x) ** 2 for x in xs)
+    if sxx == 0:
+        raise ValueError("linear_fit needs at least two different x values (all xs are equal)")
+    sxy = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
+    syy = math.fsum((y - mean_y) ** 2 for y in ys)
+    slope = sxy / sxx
+    intercept = mean_y - slope * mean_x
+    ss_res = max(0.0, math.fsum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys)))
+    if syy == 0:
+        r_squared = 1.0
+    else:
+        r_squared = max(0.0, min(1.0, 1.0 - ss_res / syy))
+    slope_stderr = math.sqrt(ss_res / (n - 2) / sxx) if n > 2 else math.inf
+    return LinearFit(slope=slope, intercept=intercept, slope_stderr=slope_stderr, r_squared=r_squared, n=n)
