@@ -1,0 +1,655 @@
+"""The regression decision: one measurement against its stored baseline, metric by metric.
+
+Pure: no pytest, no TensorFlow, no I/O. ``judge`` returns a frozen ``Verdict``;
+formatting returns strings and never prints.
+
+Throughput (the noisy metric)
+-----------------------------
+``tolerance`` (``Tolerances.throughput``, default 10%) is the slowdown the gate
+is built to catch. A rule that fails exactly at the tolerance would catch a
+slowdown of exactly the tolerance only about half of the time, so the gate
+decides at the *decision threshold* ``d = tolerance / 2`` (5% by default: the
+midpoint between "no change" and "a change of the full tolerance", which
+balances false alarms against misses):
+
+* The point estimate is the ratio of throughputs computed from the medians of
+  all iterations of each side (the figure the report shows).
+* **regressed** when the current rounds are slower than the baseline rounds at
+  the confidence level (default 99%: one-sided Mann-Whitney U test on the
+  per-round median throughputs, p <= 0.01) **and** the estimated slowdown exceeds
+  ``d``.
+* **improved** when the current rounds are faster at the confidence level and
+  the estimated speed-up exceeds the full tolerance (a notice to refresh the
+  baseline, never a failure).
+* **noisy** otherwise, when the rounds vary so much that this comparison could
+  miss a slowdown of the full tolerance: its minimum detectable change (the
+  slowdown caught with probability ``Tolerances.power``, default 95%, by this
+  rule) exceeds the tolerance. The verdict reports that figure instead of
+  passing silently.
+* **unchanged** otherwise.
+* ``needs_remeasure`` is set when the confidence interval of the change
+  (block bootstrap over rounds, at the confidence level) straddles ``d``: the
+  evidence is borderline either way. The caller then measures once more, pools
+  the two measurements (``pool``) and judges the pooled one; that second
+  verdict is final.
+
+Why rounds, not iterations: iterations of one round share the same slow or fast
+episode (TensorFlow's thread-pool stalls last longer than an iteration), so a
+test over thousands of iterations treats correlated values as independent and
+alarms on between-run differences. The rank test works on one value per round,
+is exact for the usual handful of rounds, and is unmoved by a single half-speed
+round. With few rounds it cannot reach the confidence level at all (5 rounds
+per side are needed at 99%); the verdict then says so and reports "noisy".
+
+Memory and traces (near-deterministic metrics)
+----------------------------------------------
+* Peak memory regresses when ``current - baseline`` exceeds the allowed band
+  ``max(relative * baseline, floor, spread)``. ``spread`` is 1.5 times the
+  larger round-to-round range of the per-round peaks of either side, after
+  removing a linear trend: interleaved tf.data and Keras threads move the TF
+  allocator's peak by a few MiB, the range of 5 rounds covers about two thirds
+  of such jitter's full span (hence 1.5), and a steady leak is a trend, which
+  must not widen the band meant to catch it.
+  Defaults: TF allocator 2% with a 1 MiB floor; RSS and NVML 10% with a 16 MiB
+  floor. A decrease beyond the band is "improved". When the spread alone makes
+  the band wider than ``noisy_cap`` (10%) of the baseline, an unchanged result
+  is reported "noisy".
+* Steady-state ``tf.function`` traces are exact counts: any increase is a
+  regression, a decrease an improvement.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_tfperf import stats
+from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
+
+MIB = 2**20
+
+
+class Status(str, enum.Enum):
+    """Outcome of one metric (and of the whole verdict). Compares equal to its string value."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    NOISY = "noisy"
+    UNAVAILABLE = "unavailable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerances:
+    """How far each metric may move before the gate reacts. All relative values are fractions.
+
+    ``throughput``: the slowdown the gate is built to catch (0.10 = 10%); the
+    gate decides at ``throughput * throughput_decision_fraction`` (see the
+    module docstring). ``tf_memory`` / ``rss`` / ``device_memory`` with their
+    ``*_floor_bytes``: allowed growth of the TF allocator peak, the process RSS
+    high-water mark and NVML device memory. ``traces_steady_increase``: allowed
+    extra steady-state traces (0: any increase fails). ``confidence``: of the
+    throughput test and of every reported interval. ``power``: the detection
+    probability that defines the minimum detectable change. ``noisy_cap``: the
+    widest band, as a fraction of the baseline, that round-to-round spread may
+    force on a memory metric before it is reported "noisy".
+    """
+
+    throughput: float = 0.10
+    throughput_decision_fraction: float = 0.5
+    tf_memory: float = 0.02
+    tf_memory_floor_bytes: int = 1 * MIB
+    rss: float = 0.10
+    rss_floor_bytes: int = 16 * MIB
+    device_memory: float = 0.10
+    device_memory_floor_bytes: int = 16 * MIB
+    traces_steady_increase: int = 0
+    confidence: float = 0.99
+    power: float = 0.95
+    noisy_cap: float = 0.10
+    bootstrap_resamples: int = 2000
+
+    def __post_init__(self) -> None:
+        for name in ("throughput", "throughput_decision_fraction", "confidence", "power"):
+            value = getattr(self, name)
+            if not 0.0 < value < 1.0:
+                raise ValueError(f"Tolerances.{name} must be a fraction between 0 and 1 (exclusive), got {value!r}")
+        for name in ("tf_memory", "rss", "device_memory", "noisy_cap"):
+            value = getattr(self, name)
+            if not value >= 0.0 or math.isinf(value):
+                raise ValueError(f"Tolerances.{name} must be a fraction >= 0 (0.02 means 2%), got {value!r}")
+        for name in ("tf_memory_floor_bytes", "rss_floor_bytes", "device_memory_floor_bytes", "traces_steady_increase"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"Tolerances.{name} must be a whole number >= 0, got {value!r}")
+        if self.bootstrap_resamples < 100:
+            raise ValueError(f"Tolerances.bootstrap_resamples must be at least 100, got {self.bootstrap_resamples}")
+
+    @property
+    def throughput_decision_threshold(self) -> float:
+        """Estimated slowdown (fraction of throughput lost) beyond which a significant slowdown fails."""
+        return self.throughput * self.throughput_decision_fraction
+
+    def memory_band(self, source: MemorySource) -> tuple[float, int]:
+        """(relative tolerance, absolute floor in bytes) for a memory source."""
+        if source is MemorySource.TF_ALLOCATOR:
+            return self.tf_memory, self.tf_memory_floor_bytes
+        if source is MemorySource.NVML:
+            return self.device_memory, self.device_memory_floor_bytes
+        return self.rss, self.rss_floor_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MetricVerdict:
+    """The decision for one metric.
+
+    ``relative_change`` is ``current / baseline - 1`` (negative throughput change
+    = slower; positive memory change = hungrier); ``ci_low``/``ci_high`` bound it
+    at ``confidence`` where a statistical interval exists (throughput only).
+    ``minimum_detectable_change`` is the smallest change in the bad direction,
+    relative to the baseline, that this comparison catches (``inf``: none).
+    ``decision_threshold`` is the relative change in the bad direction beyond
+    which the metric fails (given significance, for throughput).
+    """
+
+    metric: str
+    unit: str
+    direction: Direction
+    baseline_value: float | None
+    current_value: float | None
+    relative_change: float | None
+    ci_low: float | None
+    ci_high: float | None
+    status: Status
+    minimum_detectable_change: float | None
+    message: str
+    confidence: float | None = None
+    p_value: float | None = None
+    decision_threshold: float | None = None
+
+
+_PRIORITY = (Status.REGRESSED, Status.NOISY, Status.IMPROVED, Status.UNCHANGED)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """All metric decisions for one test. ``status`` is the worst of them: regressed, then
+    noisy, then improved, then unchanged; "unavailable" only if no metric could be compared."""
+
+    test_id: str
+    metrics: tuple[MetricVerdict, ...]
+    status: Status
+    needs_remeasure: bool
+
+    @property
+    def failed(self) -> bool:
+        return self.status is Status.REGRESSED
+
+    def metric(self, name: str) -> MetricVerdict | None:
+        for m in self.metrics:
+            if m.metric == name:
+                return m
+        return None
+
+    def with_status(self, status: Status) -> tuple[MetricVerdict, ...]:
+        return tuple(m for m in self.metrics if m.status is status)
+
+    def report_lines(self) -> tuple[str, ...]:
+        """One self-contained line per metric."""
+        return tuple(m.message for m in self.metrics)
+
+    def summary(self) -> str:
+        """Short text of what moved (for notices and tables); 'unchanged' when nothing did."""
+        moved = [m for m in self.metrics if m.status in (Status.REGRESSED, Status.IMPROVED, Status.NOISY)]
+        if not moved:
+            return "unchanged against its baseline"
+        return "; ".join(_short(m) for m in moved)
+
+    def failure_message(self, baseline_fingerprint: str, refresh_hint: str) -> str:
+        """Why the test failed: which metric moved, from what to what, how sure, against which baseline, how to refresh."""
+        regressed = self.with_status(Status.REGRESSED)
+        lines = [f"{self.test_id}: performance regressed against its baseline"]
+        lines += [f"  {m.message}" for m in regressed]
+        for m in self.with_status(Status.NOISY):
+            lines.append(f"  (also) {m.message}")
+        lines.append(f"  compared against the baseline recorded for environment fingerprint {baseline_fingerprint}")
+        lines.append(f"  if this change is intended, refresh the baseline: {refresh_hint}")
+        return "\n".join(lines)
+
+    def improvement_message(self, refresh_hint: str) -> str | None:
+        """A notice for metrics that improved beyond their tolerance, or ``None``."""
+        improved = self.with_status(Status.IMPROVED)
+        if not improved:
+            return None
+        what = "; ".join(_short(m) for m in improved)
+        return f"{self.test_id}: {what}: refresh the baseline to lock in the gain: {refresh_hint}"
+
+
+# ---------------------------------------------------------------------------
+# judge
+
+
+def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *, seed: int = 0) -> Verdict:
+    """Compare ``current`` with ``baseline`` metric by metric (see the module docstring for the rules)."""
+    if current.test_id != baseline.test_id:
+        raise ValueError(
+            f"judge() compares a test with its own baseline, got current {current.test_id!r} "
+            f"and baseline {baseline.test_id!r}"
+        )
+    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
+        raise ValueError(
+            f"{current.test_id}: refusing to compare measurements from different environments "
+            f"(current {current.environment_id}, baseline {baseline.environment_id}); "
+            "look up the baseline recorded for the current environment fingerprint instead"
+        )
+    throughput, borderline = _judge_throughput(current.timings, baseline.timings, tolerances, seed)
+    metrics = [throughput]
+    metrics += _judge_memory(current.memory, baseline.memory, tolerances)
+    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances))
+    return Verdict(
+        test_id=current.test_id,
+        metrics=tuple(metrics),
+        status=_overall(metrics),
+        needs_remeasure=borderline,
+    )
+
+
+def _overall(metrics: Sequence[MetricVerdict]) -> Status:
+    for status in _PRIORITY:
+        if any(m.status is status for m in metrics):
+            return status
+    return Status.UNAVAILABLE
+
+
+# -- throughput -------------------------------------------------------------
+
+
+def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed: int) -> tuple[MetricVerdict, bool]:
+    name, unit = "throughput", "items/s"
+    base_rounds = [r for r in baseline.rounds if r]
+    cur_rounds = [r for r in current.rounds if r]
+    base_medians = [stats.median(r) for r in base_rounds]
+    cur_medians = [stats.median(r) for r in cur_rounds]
+    if min(base_medians + cur_medians) <= 0:
+        msg = (f"{name}: not compared: a round's median iteration time is 0 ns, so the clock is too coarse "
+               "for this workload; give each iteration more work")
+        return _unavailable(name, unit, Direction.HIGHER_IS_BETTER, msg), False
+
+    base_value = baseline.throughput_per_s
+    cur_value = current.throughput_per_s
+    items_ratio = current.items_per_iteration / baseline.items_per_iteration
+    interval = stats.bootstrap_median_ratio(
+        base_rounds, cur_rounds, confidence=tol.confidence, resamples=tol.bootstrap_resamples, seed=seed
+    )
+    ratio = items_ratio * interval.estimate  # current throughput / baseline throughput
+    change = ratio - 1.0
+    ci_low = items_ratio * interval.low - 1.0
+    ci_high = items_ratio * interval.high - 1.0
+
+    base_log = [math.log(baseline.items_per_iteration * 1e9 / m) for m in base_medians]
+    cur_log = [math.log(current.items_per_iteration * 1e9 / m) for m in cur_medians]
+    slower = stats.mann_whitney_greater(base_log, cur_log)
+    faster = stats.mann_whitney_greater(cur_log, base_log)
+    alpha = 1.0 - tol.confidence
+    d = tol.throughput_decision_threshold
+    slowdown = -change
+
+    se, df = stats.welch_standard_error(stats.stdev(base_log), len(base_log), stats.stdev(cur_log), len(cur_log))
+    if slower.min_p_value > alpha:
+        mde = math.inf
+    else:
+        mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=df, threshold=-math.log1p(-d))
+        mde = -math.expm1(-mde_log)  # as a fraction of throughput lost
+
+    if slower.p_value <= alpha and slowdown > d:
+        status = Status.REGRESSED
+    elif faster.p_value <= alpha and change > tol.throughput:
+        status = Status.IMPROVED
+    elif mde > tol.throughput:
+        status = Status.NOISY
+    else:
+        status = Status.UNCHANGED
+    borderline = -ci_high < d < -ci_low
+
+    conf = _share(tol.confidence)
+    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)}, "
+            f"{conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
+    test = (f"one-sided rank test over {len(base_log)} baseline vs {len(cur_log)} current rounds")
+    if status is Status.REGRESSED:
+        body = (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
+                f"(tolerance {_share(tol.throughput)}), with {conf} confidence ({test}: p = {slower.p_value:.2g})")
+    elif status is Status.IMPROVED:
+        body = (f"faster than the baseline by {change:.1%}, beyond the {_share(tol.throughput)} tolerance, "
+                f"with {conf} confidence ({test}: p = {faster.p_value:.2g})")
+    elif status is Status.NOISY:
+        body = "too noisy to decide: " + _noise_reason(slower, alpha, mde, base_log, cur_log, tol)
+    else:
+        body = (f"unchanged within the {d:.1%} decision threshold (tolerance {_share(tol.throughput)}; "
+                f"{test}: p = {slower.p_value:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+    verdict = MetricVerdict(
+        metric=name,
+        unit=unit,
+        direction=Direction.HIGHER_IS_BETTER,
+        baseline_value=base_value,
+        current_value=cur_value,
+        relative_change=change,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        status=status,
+        minimum_detectable_change=mde,
+        message=f"{head}: {body}",
+        confidence=tol.confidence,
+        p_value=slower.p_value,
+        decision_threshold=-d,
+    )
+    return verdict, borderline
+
+
+def _noise_reason(slower: stats.RankTest, alpha: float, mde: float, base_log: Sequence[float],
+                  cur_log: Sequence[float], tol: Tolerances) -> str:
+    if slower.min_p_value > alpha:
+        needed = _rounds_needed(alpha)
+        return (f"with {slower.n_x} baseline and {slower.n_y} current rounds no rank test can reach "
+                f"{_share(tol.confidence)} confidence (smallest possible p = {slower.min_p_value:.2g}); "
+                f"measure at least {needed} rounds on each side")
+    base_cv = _log_spread(base_log)
+    cur_cv = _log_spread(cur_log)
+    return (f"the rounds vary by {base_cv:.1%} (baseline) and {cur_cv:.1%} (current), so only slowdowns of "
+            f"{mde:.1%} or more are caught {_share(tol.power)} of the time, more than the {_share(tol.throughput)} "
+            "tolerance; measure on a quieter machine, with longer rounds, or with more rounds")
+
+
+def _rounds_needed(alpha: float) -> int:
+    n = 1
+    while 1.0 / math.comb(2 * n, n) > alpha:
+        n += 1
+    return n
+
+
+def _log_spread(values: Sequence[float]) -> float:
+    return math.expm1(stats.stdev(values)) if len(values) > 1 else math.nan
+
+
+# -- memory -----------------------------------------------------------------
+
+
+def _judge_memory(current: Sequence[MemoryPeak], baseline: Sequence[MemoryPeak],
+                  tol: Tolerances) -> list[MetricVerdict]:
+    out: list[MetricVerdict] = []
+    keys: list[tuple[MemorySource, str]] = []
+    for peak in list(baseline) + list(current):
+        if (peak.source, peak.device) not in keys:
+            keys.append((peak.source, peak.device))
+    for source, device in keys:
+        base = _find(baseline, source, device)
+        cur = _find(current, source, device)
+        name = (base or cur).metric_name  # type: ignore[union-attr]
+        if base is None or cur is None:
+            side = "baseline" if base is None else "current measurement"
+            msg = f"{name}: not compared: the {side} has no {source.value} figure for {device}"
+            out.append(_unavailable(name, "bytes", Direction.LOWER_IS_BETTER, msg))
+        elif base.peak_bytes is None or cur.peak_bytes is None:
+            why = base.unavailable if base.peak_bytes is None else cur.unavailable
+            side = "baseline" if base.peak_bytes is None else "current measurement"
+            msg = f"{name}: not compared: unavailable in the {side} ({why})"
+            out.append(_unavailable(name, "bytes", Direction.LOWER_IS_BETTER, msg))
+        else:
+            out.append(_judge_one_memory(name, base, cur, tol))
+    return out
+
+
+def _find(peaks: Sequence[MemoryPeak], source: MemorySource, device: str) -> MemoryPeak | None:
+    for p in peaks:
+        if p.source is source and p.device == device:
+            return p
+    return None
+
+
+# The range of n uniform draws covers (n - 1) / (n + 1) of their span: 2/3 for 5 rounds.
+_SPREAD_MARGIN = 1.5
+
+
+def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Tolerances) -> MetricVerdict:
+    assert base.peak_bytes is not None and cur.peak_bytes is not None
+    rel, floor = tol.memory_band(base.source)
+    base_b, cur_b = float(base.peak_bytes), float(cur.peak_bytes)
+    configured = max(rel * base_b, float(floor))
+    spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_peak_bytes),
+                                  round_spread_bytes(cur.per_round_peak_bytes))
+    allowed = max(configured, spread)
+    delta = cur_b - base_b
+    change = delta / base_b if base_b > 0 else None
+    mdc = allowed / base_b if base_b > 0 else None
+    noise_limited = base_b > 0 and spread > configured and spread > tol.noisy_cap * base_b
+    if delta > allowed:
+        status = Status.REGRESSED
+    elif -delta > allowed:
+        status = Status.IMPROVED
+    elif noise_limited:
+        status = Status.NOISY
+    else:
+        status = Status.UNCHANGED
+
+    pct = f"{_pct(change)}, " if change is not None else ""
+    head = f"{name}: {_fmt(base_b, 'bytes')} -> {_fmt(cur_b, 'bytes')} ({pct}{_signed_mib(delta)})"
+    band = (f"allowed {_signed_mib(allowed)} = max({_share(rel)} of baseline, floor {_fmt(floor, 'bytes')}, "
+            f"1.5 x round-to-round spread = {_fmt(spread, 'bytes')})")
+    if status is Status.REGRESSED:
+        body = f"more memory than the baseline beyond the band: {band}; peaks are measured, not estimated"
+    elif status is Status.IMPROVED:
+        body = f"less memory than the baseline beyond the band: {band}"
+    elif status is Status.NOISY:
+        body = (f"too noisy to decide: the per-round peaks vary so much that only changes "
+                f"beyond {_signed_mib(allowed)} are caught; {band}")
+    else:
+        body = f"unchanged: {band}"
+    return MetricVerdict(
+        metric=name,
+        unit="bytes",
+        direction=Direction.LOWER_IS_BETTER,
+        baseline_value=base_b,
+        current_value=cur_b,
+        relative_change=change,
+        ci_low=None,
+        ci_high=None,
+        status=status,
+        minimum_detectable_change=mdc,
+        message=f"{head}: {body}",
+        decision_threshold=mdc,
+    )
+
+
+def round_spread_bytes(per_round: Sequence[int]) -> float:
+    """Range of per-round peaks after removing a least-squares linear trend.
+
+    The trend is removed because a leak makes later rounds peak higher: that is
+    the signal, not noise, and must not widen the band that should catch it.
+    """
+    k = len(per_round)
+    if k < 2:
+        return 0.0
+    if k == 2:
+        return float(abs(per_round[1] - per_round[0]))
+    fit = stats.linear_fit(list(range(k)), [float(v) for v in per_round])
+    residuals = [v - fit.predict(i) for i, v in enumerate(per_round)]
+    return max(residuals) - min(residuals)
+
+
+# -- traces -----------------------------------------------------------------
+
+
+def _judge_traces(current: int | None, baseline: int | None, tol: Tolerances) -> MetricVerdict:
+    name, unit = "traces_steady", "traces"
+    if current is None or baseline is None:
+        side = "baseline" if baseline is None else "current measurement"
+        msg = f"{name}: not compared: the {side} has no tf.function trace count"
+        return _unavailable(name, unit, Direction.LOWER_IS_BETTER, msg)
+    delta = current - baseline
+    change = delta / baseline if baseline > 0 else None
+    head = f"{name}: {baseline} -> {current} tf.function traces after warm-up"
+    if delta > tol.traces_steady_increase:
+        status = Status.REGRESSED
+        body = ("more retracing than the baseline (exact count; "
+                + ("any increase fails" if tol.traces_steady_increase == 0
+                   else f"allowed increase {tol.traces_steady_increase}")
+                + "): a tf.function is traced again in the steady state, usually because of Python scalars "
+                  "or changing shapes in its arguments")
+    elif delta < 0:
+        status, body = Status.IMPROVED, "fewer traces than the baseline"
+    else:
+        status, body = Status.UNCHANGED, "unchanged (exact count)"
+    return MetricVerdict(
+        metric=name,
+        unit=unit,
+        direction=Direction.LOWER_IS_BETTER,
+        baseline_value=float(baseline),
+        current_value=float(current),
+        relative_change=change,
+        ci_low=None,
+        ci_high=None,
+        status=status,
+        minimum_detectable_change=None,
+        message=f"{head}: {body}",
+    )
+
+
+def _unavailable(name: str, unit: str, direction: Direction, message: str) -> MetricVerdict:
+    return MetricVerdict(
+        metric=name,
+        unit=unit,
+        direction=direction,
+        baseline_value=None,
+        current_value=None,
+        relative_change=None,
+        ci_low=None,
+        ci_high=None,
+        status=Status.UNAVAILABLE,
+        minimum_detectable_change=None,
+        message=message,
+    )
+
+
+# ---------------------------------------------------------------------------
+# pool
+
+
+def pool(a: Measurement, b: Measurement) -> Measurement:
+    """Merge two measurements of the same test (the confirmation re-measure) by concatenating rounds.
+
+    Timings: rounds of ``a`` then ``b``; the first call is ``a``'s (the cold
+    one). Memory: per (source, device) the larger peak and both rounds' peaks;
+    a figure missing on one side is taken from the other. Traces: the larger
+    steady-state count (a retrace in either is a retrace). Diagnoses: ``a``'s,
+    then ``b``'s new ones. Extra metrics: ``a``'s, then names only ``b`` has.
+    """
+    if a.test_id != b.test_id:
+        raise ValueError(f"pool() merges two measurements of one test, got {a.test_id!r} and {b.test_id!r}")
+    if a.mode != b.mode:
+        raise ValueError(f"{a.test_id}: cannot pool a {a.mode!r} measurement with a {b.mode!r} one")
+    if a.timings.items_per_iteration != b.timings.items_per_iteration:
+        raise ValueError(
+            f"{a.test_id}: cannot pool measurements with {a.timings.items_per_iteration} and "
+            f"{b.timings.items_per_iteration} items per iteration"
+        )
+    if a.environment_id and b.environment_id and a.environment_id != b.environment_id:
+        raise ValueError(f"{a.test_id}: cannot pool measurements from different environments")
+    timings = Timings(
+        samples_ns=a.timings.samples_ns + b.timings.samples_ns,
+        round_sizes=a.timings.round_sizes + b.timings.round_sizes,
+        items_per_iteration=a.timings.items_per_iteration,
+        first_call_ns=a.timings.first_call_ns,
+    )
+    memory: list[MemoryPeak] = []
+    for peak in a.memory:
+        memory.append(_pool_peak(peak, _find(b.memory, peak.source, peak.device)))
+    for peak in b.memory:
+        if _find(a.memory, peak.source, peak.device) is None:
+            memory.append(peak)
+    extra_names = {name for name, _ in a.extra_metrics}
+    return Measurement(
+        test_id=a.test_id,
+        mode=a.mode,
+        timings=timings,
+        memory=tuple(memory),
+        traces_first_call=a.traces_first_call if a.traces_first_call is not None else b.traces_first_call,
+        traces_steady=_max_optional(a.traces_steady, b.traces_steady),
+        diagnoses=a.diagnoses + tuple(d for d in b.diagnoses if d not in a.diagnoses),
+        extra_metrics=a.extra_metrics + tuple((k, v) for k, v in b.extra_metrics if k not in extra_names),
+        environment_id=a.environment_id or b.environment_id,
+    )
+
+
+def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:
+    if b is None or b.peak_bytes is None:
+        return a
+    if a.peak_bytes is None:
+        return b
+    return MemoryPeak(
+        source=a.source,
+        device=a.device,
+        peak_bytes=max(a.peak_bytes, b.peak_bytes),
+        baseline_bytes=a.baseline_bytes,
+        per_round_peak_bytes=a.per_round_peak_bytes + b.per_round_peak_bytes,
+    )
+
+
+def _max_optional(x: int | None, y: int | None) -> int | None:
+    if x is None:
+        return y
+    if y is None:
+        return x
+    return max(x, y)
+
+
+# ---------------------------------------------------------------------------
+# formatting
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value / MIB:,.1f} MiB"
+    if unit == "items/s":
+        return f"{value:,.1f} items/s"
+    return f"{value:g} {unit}"
+
+
+def _pct(fraction: float | None) -> str:
+    if fraction is None:
+        return "n/a"
+    return f"{fraction * 100:+.1f}%"
+
+
+def _share(fraction: float) -> str:
+    """A fraction as a percentage without noise digits: 0.1 -> '10%', 0.075 -> '7.5%', 0.995 -> '99.5%'."""
+    text = f"{fraction * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def _signed_mib(delta_bytes: float) -> str:
+    return f"{delta_bytes / MIB:+,.1f} MiB"
+
+
+def _short(m: MetricVerdict) -> str:
+    if m.status is Status.NOISY:
+        mdc = m.minimum_detectable_change
+        what = "any change" if mdc is None or math.isinf(mdc) else f"changes below {mdc:.0%}"
+        return f"{m.metric} too noisy to decide ({what} could go unseen)"
+    if m.relative_change is None:
+        return f"{m.metric} {m.status.value} ({_fmt_opt(m.baseline_value, m.unit)} -> {_fmt_opt(m.current_value, m.unit)})"
+    if m.direction is Direction.HIGHER_IS_BETTER:
+        word = "faster" if m.relative_change > 0 else "slower"
+    else:
+        word = "more" if m.relative_change > 0 else "less"
+    text = f"{m.metric} {word} than baseline by {abs(m.relative_change):.0%}"
+    if m.ci_low is not None and m.ci_high is not None:
+        text += f" ({_share(m.confidence or 0.0)} CI {_pct(m.ci_low)} to {_pct(m.ci_high)})"
+    return text
+
+
+def _fmt_opt(value: float | None, unit: str) -> str:
+    return "n/a" if value is None else _fmt(value, unit)

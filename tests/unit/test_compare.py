@@ -1,0 +1,368 @@
+"""The regression decision on synthetic measurements (seeded, no clocks, no TensorFlow).
+
+Noise model of the simulations: each iteration time is lognormal around the
+round's level (per-iteration CV 3%), and each round has its own random offset
+(between-round CV 1.5%), which stands in for the run-to-run variation that a
+per-iteration test would ignore. Run this file as a script for the figures with
+more trials and noisier settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+
+import pytest
+
+from pytest_tfperf.compare import MIB, Status, Tolerances, judge, pool, round_spread_bytes
+from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
+
+TEST_ID = "tests/test_pipeline.py::test_train_step"
+
+
+def synthetic(
+    seed: int,
+    *,
+    time_factor: float = 1.0,
+    rounds: int = 5,
+    per_round: int = 60,
+    cv_iter: float = 0.03,
+    cv_round: float = 0.015,
+    cv_run: float = 0.0,
+    base_ns: float = 1e6,
+    items: float = 64.0,
+    memory: tuple[MemoryPeak, ...] = (),
+    traces_steady: int | None = 0,
+) -> Measurement:
+    rng = random.Random(seed)
+    run = rng.lognormvariate(0.0, cv_run) if cv_run else 1.0
+    samples: list[int] = []
+    for _ in range(rounds):
+        level = base_ns * time_factor * run * rng.lognormvariate(0.0, cv_round)
+        samples += [int(level * rng.lognormvariate(0.0, cv_iter)) for _ in range(per_round)]
+    return Measurement(
+        test_id=TEST_ID,
+        mode="call",
+        timings=Timings(tuple(samples), (per_round,) * rounds, items, first_call_ns=50_000_000),
+        memory=memory,
+        traces_first_call=1,
+        traces_steady=traces_steady,
+        environment_id="env1",
+    )
+
+
+def gate(current: Measurement, baseline: Measurement, remeasure: Measurement, seed: int) -> Status:
+    """The plugin's flow: judge; if borderline, measure again, pool, and judge once more (final)."""
+    verdict = judge(current, baseline, Tolerances(), seed=seed)
+    if verdict.needs_remeasure:
+        verdict = judge(pool(current, remeasure), baseline, Tolerances(), seed=seed)
+    return verdict.status
+
+
+def regression_rate(time_factor: float, trials: int, **noise: float) -> float:
+    alarms = 0
+    for i in range(trials):
+        baseline = synthetic(10_000 + i, **noise)
+        current = synthetic(20_000 + i, time_factor=time_factor, **noise)
+        again = synthetic(30_000 + i, time_factor=time_factor, **noise)
+        alarms += gate(current, baseline, again, seed=i) is Status.REGRESSED
+    return alarms / trials
+
+
+# -- throughput: the product's promise ------------------------------------------
+
+
+def test_a_a_comparisons_alarm_at_most_1_percent() -> None:
+    assert regression_rate(1.0, trials=200) <= 0.01
+
+
+def test_a_10_percent_slowdown_is_caught_at_least_95_percent_of_the_time() -> None:
+    # Iterations take 10% longer: throughput falls by 9.1%, a little less than the tolerance.
+    assert regression_rate(1.10, trials=200) >= 0.95
+
+
+def test_a_20_percent_slowdown_is_always_caught() -> None:
+    assert regression_rate(1.20, trials=200) == 1.0
+
+
+def test_regression_verdict_carries_figures_and_direction() -> None:
+    verdict = judge(synthetic(2, time_factor=1.25), synthetic(1), Tolerances())
+    t = verdict.metric("throughput")
+    assert t is not None
+    assert verdict.status == "regressed" and verdict.failed
+    assert t.status is Status.REGRESSED and t.direction is Direction.HIGHER_IS_BETTER
+    assert t.relative_change == pytest.approx(1 / 1.25 - 1, abs=0.03)
+    assert t.ci_low is not None and t.ci_high is not None
+    assert t.ci_low <= t.relative_change <= t.ci_high < -0.05
+    assert t.p_value is not None and t.p_value <= 0.01
+    assert t.decision_threshold == pytest.approx(-0.05)
+    assert t.baseline_value == pytest.approx(synthetic(1).throughput_per_s)
+
+
+def test_speedup_beyond_tolerance_is_an_improvement_not_a_failure() -> None:
+    verdict = judge(synthetic(2, time_factor=1 / 1.25), synthetic(1), Tolerances())
+    assert verdict.status == "improved"
+    assert not verdict.failed
+    assert re.search(r"throughput faster than baseline by 2\d% \(99% CI \+\d", verdict.summary())
+    notice = verdict.improvement_message("pytest --tfperf --tfperf-update")
+    assert notice is not None and "pytest --tfperf --tfperf-update" in notice and TEST_ID in notice
+
+
+def test_small_speedup_is_unchanged() -> None:
+    verdict = judge(synthetic(2, time_factor=1 / 1.06), synthetic(1), Tolerances())
+    assert verdict.status == "unchanged"
+    assert verdict.improvement_message("x") is None
+
+
+def test_rounds_that_vary_too_much_are_reported_noisy_with_what_could_be_missed() -> None:
+    statuses = []
+    for i in range(30):
+        verdict = judge(synthetic(100 + i, cv_round=0.10), synthetic(200 + i, cv_round=0.10), Tolerances(), seed=i)
+        statuses.append(verdict.status)
+        t = verdict.metric("throughput")
+        assert t is not None
+        if t.status is Status.NOISY:
+            assert t.minimum_detectable_change is not None and t.minimum_detectable_change > 0.10
+            assert "too noisy to decide" in t.message and "caught" in t.message
+    assert statuses.count(Status.UNCHANGED) == 0
+    assert statuses.count(Status.NOISY) >= 27
+
+
+def test_quiet_measurements_report_what_they_can_catch() -> None:
+    t = judge(synthetic(2), synthetic(1), Tolerances()).metric("throughput")
+    assert t is not None and t.status is Status.UNCHANGED
+    assert t.minimum_detectable_change is not None and 0.05 < t.minimum_detectable_change < 0.10
+    assert f"catches slowdowns of {t.minimum_detectable_change:.1%} or more" in t.message
+
+
+def test_too_few_rounds_cannot_reach_the_confidence_level_and_say_so() -> None:
+    verdict = judge(synthetic(2, rounds=3, time_factor=1.5), synthetic(1, rounds=3), Tolerances())
+    t = verdict.metric("throughput")
+    assert t is not None and t.status is Status.NOISY
+    assert t.minimum_detectable_change == float("inf")
+    assert "at least 5 rounds" in t.message
+
+
+def test_borderline_evidence_asks_for_a_remeasure_and_clear_evidence_does_not() -> None:
+    borderline = judge(synthetic(2, time_factor=1.05, cv_round=0.03), synthetic(1, cv_round=0.03), Tolerances())
+    assert borderline.needs_remeasure
+    assert not judge(synthetic(2), synthetic(1), Tolerances()).needs_remeasure
+    assert not judge(synthetic(2, time_factor=1.3), synthetic(1), Tolerances()).needs_remeasure
+
+
+def test_tolerance_moves_the_decision_threshold() -> None:
+    current, baseline = synthetic(2, time_factor=1.08), synthetic(1)
+    assert judge(current, baseline, Tolerances()).status == "regressed"  # 7.4% slower > 5%
+    loose = judge(current, baseline, Tolerances(throughput=0.20))  # decides at 10%
+    assert loose.status == "unchanged"
+
+
+def test_throughput_compares_items_per_second_not_iteration_time() -> None:
+    # Twice the items per iteration at the same iteration time is twice the throughput.
+    verdict = judge(synthetic(2, items=128.0), synthetic(1, items=64.0), Tolerances())
+    t = verdict.metric("throughput")
+    assert t is not None and t.status is Status.IMPROVED
+    assert t.relative_change == pytest.approx(1.0, abs=0.05)
+
+
+def test_judge_is_deterministic_for_a_seed() -> None:
+    current, baseline = synthetic(2, time_factor=1.05), synthetic(1)
+    assert judge(current, baseline, Tolerances(), seed=3) == judge(current, baseline, Tolerances(), seed=3)
+
+
+def test_judge_refuses_other_tests_and_other_environments() -> None:
+    other = dataclasses.replace(synthetic(2), test_id="tests/test_x.py::test_other")
+    with pytest.raises(ValueError, match="its own baseline"):
+        judge(other, synthetic(1), Tolerances())
+    elsewhere = dataclasses.replace(synthetic(2), environment_id="env2")
+    with pytest.raises(ValueError, match="different environments"):
+        judge(elsewhere, synthetic(1), Tolerances())
+
+
+# -- memory -------------------------------------------------------------------
+
+
+def tf_peak(peak_bytes: int, per_round: tuple[int, ...] = ()) -> MemoryPeak:
+    return MemoryPeak(MemorySource.TF_ALLOCATOR, "CPU:0", peak_bytes, 0, per_round or (peak_bytes,) * 5)
+
+
+def rss_peak(peak_bytes: int) -> MemoryPeak:
+    return MemoryPeak(MemorySource.RSS_HWM, "host", peak_bytes, 0, (peak_bytes,) * 5)
+
+
+def with_memory(peaks: tuple[MemoryPeak, ...]) -> Measurement:
+    # One short round of timings: these tests are about memory, and a tiny
+    # throughput comparison keeps a thousand trials fast.
+    return synthetic(0, rounds=1, per_round=3, memory=peaks)
+
+
+def memory_status(current: tuple[MemoryPeak, ...], baseline: tuple[MemoryPeak, ...], metric: str) -> Status:
+    verdict = judge(with_memory(current), with_memory(baseline), Tolerances(bootstrap_resamples=100))
+    m = verdict.metric(metric)
+    assert m is not None
+    return m.status
+
+
+@pytest.mark.parametrize("base", [3 * MIB, 10 * MIB, 100 * MIB, 2048 * MIB])
+def test_ten_percent_more_allocator_memory_is_always_caught_and_no_change_never(base: int) -> None:
+    name = "peak_tf_allocator[CPU:0]"
+    if base * 0.10 > MIB:  # below the 1 MiB floor a 10% change is deliberately ignored
+        assert memory_status((tf_peak(int(base * 1.10)),), (tf_peak(base),), name) is Status.REGRESSED
+    assert memory_status((tf_peak(base),), (tf_peak(base),), name) is Status.UNCHANGED
+    assert memory_status((tf_peak(int(base * 1.01)),), (tf_peak(base),), name) is Status.UNCHANGED
+
+
+def test_interleaving_jitter_rarely_alarms_and_ten_percent_is_still_caught() -> None:
+    # tf.data and Keras threads move the allocator's peak by a few MiB from round to round
+    # (here: each round adds uniform 0-4 MiB to a 100 MiB peak).
+    name = "peak_tf_allocator[CPU:0]"
+    base = 100 * MIB
+
+    def jittery(rng: random.Random, scale: float) -> MemoryPeak:
+        rounds = tuple(int(scale * base + rng.uniform(0, 4 * MIB)) for _ in range(5))
+        return tf_peak(max(rounds), rounds)
+
+    rng = random.Random(11)
+    trials = 1000
+    false_alarms = sum(
+        memory_status((jittery(rng, 1.0),), (jittery(rng, 1.0),), name) is Status.REGRESSED for _ in range(trials)
+    )
+    caught = sum(
+        memory_status((jittery(rng, 1.10),), (jittery(rng, 1.0),), name) is Status.REGRESSED for _ in range(trials)
+    )
+    assert false_alarms <= trials * 0.005
+    assert caught == trials
+
+
+def test_a_leak_within_the_measurement_does_not_widen_its_own_band() -> None:
+    leaking = tf_peak(140 * MIB, tuple(m * MIB for m in (100, 110, 120, 130, 140)))
+    assert round_spread_bytes(leaking.per_round_peak_bytes) == pytest.approx(0, abs=1)
+    assert memory_status((leaking,), (tf_peak(100 * MIB),), "peak_tf_allocator[CPU:0]") is Status.REGRESSED
+
+
+def test_memory_whose_rounds_vary_by_more_than_the_cap_is_noisy() -> None:
+    wild = tf_peak(20 * MIB, tuple(m * MIB for m in (10, 20, 12, 18, 11)))
+    verdict = judge(with_memory((wild,)), with_memory((wild,)), Tolerances())
+    m = verdict.metric("peak_tf_allocator[CPU:0]")
+    assert m is not None and m.status is Status.NOISY
+    assert m.minimum_detectable_change is not None and m.minimum_detectable_change > 0.10
+
+
+def test_rss_has_a_16_mib_floor_and_a_10_percent_band() -> None:
+    base = 600 * MIB
+    assert memory_status((rss_peak(base + 12 * MIB),), (rss_peak(base),), "peak_rss_hwm[host]") is Status.UNCHANGED
+    assert memory_status((rss_peak(base + 70 * MIB),), (rss_peak(base),), "peak_rss_hwm[host]") is Status.REGRESSED
+    small = 50 * MIB  # 10% is 5 MiB, under the floor
+    assert memory_status((rss_peak(small + 10 * MIB),), (rss_peak(small),), "peak_rss_hwm[host]") is Status.UNCHANGED
+
+
+def test_less_memory_is_an_improvement() -> None:
+    assert memory_status((tf_peak(80 * MIB),), (tf_peak(100 * MIB),), "peak_tf_allocator[CPU:0]") is Status.IMPROVED
+
+
+def test_missing_memory_figures_are_unavailable_with_the_reason() -> None:
+    gone = MemoryPeak(MemorySource.TF_ALLOCATOR, "CPU:0", None, unavailable="TF_ENABLE_ONEDNN_OPTS=0")
+    verdict = judge(with_memory((gone,)), with_memory((tf_peak(MIB),)), Tolerances())
+    m = verdict.metric("peak_tf_allocator[CPU:0]")
+    assert m is not None and m.status is Status.UNAVAILABLE and "TF_ENABLE_ONEDNN_OPTS=0" in m.message
+    only_now = judge(with_memory((rss_peak(MIB),)), with_memory(()), Tolerances()).metric("peak_rss_hwm[host]")
+    assert only_now is not None and only_now.status is Status.UNAVAILABLE and "baseline" in only_now.message
+
+
+# -- traces -------------------------------------------------------------------
+
+
+def test_any_increase_in_steady_state_traces_is_a_regression() -> None:
+    verdict = judge(synthetic(2, traces_steady=1), synthetic(1, traces_steady=0), Tolerances())
+    t = verdict.metric("traces_steady")
+    assert t is not None and t.status is Status.REGRESSED and verdict.status == "regressed"
+    assert "0 -> 1" in t.message
+    assert judge(synthetic(2, traces_steady=1), synthetic(1, traces_steady=2), Tolerances()).metric(
+        "traces_steady"
+    ).status is Status.IMPROVED  # type: ignore[union-attr]
+    allowed = Tolerances(traces_steady_increase=2)
+    assert judge(synthetic(2, traces_steady=2), synthetic(1), allowed).status == "unchanged"
+    missing = judge(synthetic(2, traces_steady=None), synthetic(1), Tolerances()).metric("traces_steady")
+    assert missing is not None and missing.status is Status.UNAVAILABLE
+
+
+# -- messages -----------------------------------------------------------------
+
+
+def test_failure_message_says_what_moved_how_sure_against_what_and_how_to_refresh() -> None:
+    current = synthetic(2, time_factor=1.25, memory=(tf_peak(110 * MIB),), traces_steady=3)
+    baseline = synthetic(1, memory=(tf_peak(100 * MIB),))
+    verdict = judge(current, baseline, Tolerances())
+    text = verdict.failure_message("3f2a9c1d4e5b6a7c", "pytest --tfperf --tfperf-update tests/test_pipeline.py")
+    assert TEST_ID in text
+    assert "throughput" in text and "items/s" in text
+    assert f"{baseline.throughput_per_s:,.1f} items/s -> {current.throughput_per_s:,.1f} items/s" in text
+    t = verdict.metric("throughput")
+    assert t is not None and t.relative_change is not None
+    assert f"({t.relative_change * 100:+.1f}%, 99% CI" in text
+    assert "99% CI" in text and "99% confidence" in text and "p = " in text
+    assert "peak_tf_allocator[CPU:0]: 100.0 MiB -> 110.0 MiB (+10.0%" in text
+    assert "traces_steady: 0 -> 3" in text
+    assert "3f2a9c1d4e5b6a7c" in text
+    assert "pytest --tfperf --tfperf-update tests/test_pipeline.py" in text
+
+
+def test_status_compares_equal_to_plain_strings() -> None:
+    assert Status.REGRESSED == "regressed" and str(Status.NOISY) == "noisy"
+
+
+def test_tolerances_reject_nonsense_with_the_field_name() -> None:
+    with pytest.raises(ValueError, match="Tolerances.throughput"):
+        Tolerances(throughput=10)
+    with pytest.raises(ValueError, match="Tolerances.rss_floor_bytes"):
+        Tolerances(rss_floor_bytes=-1)
+    with pytest.raises(ValueError, match="Tolerances.confidence"):
+        Tolerances(confidence=1.0)
+    assert Tolerances().throughput_decision_threshold == pytest.approx(0.05)
+
+
+# -- pool ---------------------------------------------------------------------
+
+
+def test_pool_concatenates_rounds_and_keeps_the_worst_figures() -> None:
+    a = synthetic(1, rounds=5, memory=(tf_peak(100 * MIB),), traces_steady=0)
+    b = synthetic(2, rounds=3, memory=(tf_peak(104 * MIB, (104 * MIB,) * 3),), traces_steady=1)
+    b = dataclasses.replace(b, timings=dataclasses.replace(b.timings, first_call_ns=1))
+    pooled = pool(a, b)
+    assert pooled.timings.round_sizes == a.timings.round_sizes + b.timings.round_sizes
+    assert pooled.timings.samples_ns == a.timings.samples_ns + b.timings.samples_ns
+    assert pooled.timings.first_call_ns == a.timings.first_call_ns
+    peak = pooled.memory_peak(MemorySource.TF_ALLOCATOR)
+    assert peak is not None and peak.peak_bytes == 104 * MIB and len(peak.per_round_peak_bytes) == 8
+    assert pooled.traces_steady == 1
+    assert pooled.test_id == a.test_id and pooled.environment_id == "env1"
+
+
+def test_pool_refuses_measurements_that_do_not_belong_together() -> None:
+    with pytest.raises(ValueError, match="one test"):
+        pool(synthetic(1), dataclasses.replace(synthetic(2), test_id="other"))
+    with pytest.raises(ValueError, match="items per iteration"):
+        pool(synthetic(1), synthetic(2, items=32.0))
+
+
+if __name__ == "__main__":  # pragma: no cover - figures for the report, not a test
+    import sys
+
+    from pytest_tfperf.stats import wilson_interval
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    settings = [
+        ("per-round CV 1.5% (unit-test model)", {}),
+        ("per-round CV 3%", {"cv_round": 0.03}),
+        ("per-round CV 4%", {"cv_round": 0.04}),
+        ("+ hidden per-run CV 2%", {"cv_run": 0.02}),
+    ]
+    print(f"{n} trials per cell; rate [95% Wilson CI]; 'slowdown' = iteration time x factor")
+    for label, noise in settings:
+        cells = []
+        for factor in (1.0, 1.05, 1.10, 1.20):
+            hits = round(regression_rate(factor, n, **noise) * n)
+            lo, hi = wilson_interval(hits, n)
+            cells.append(f"x{factor:.2f}: {hits / n:6.1%} [{lo:.1%}-{hi:.1%}]")
+        print(f"{label:38s} " + "  ".join(cells))
