@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from pytest_tfperf.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.serialization import StorageError, package_version, utc_timestamp
+from pytest_tfperf.serialization import StorageError, package_version, summarize_timings, utc_timestamp
 
 if TYPE_CHECKING:
     import pandas
@@ -80,12 +80,12 @@ def unit_of(metric: str) -> str:
 
 def measurement_metrics(measurement: Measurement) -> list[tuple[str, float, str]]:
     """(metric, value, unit) of everything worth a trend line, in a stable order."""
-    t = measurement.timings
+    t = summarize_timings(measurement.timings)
     out: list[tuple[str, float, str]] = [
         ("throughput_per_s", t.throughput_per_s, "items/s"),
         ("median_ns", t.median_ns, "ns"),
-        ("p95_ns", t.latency_percentile_ns(95), "ns"),
-        ("first_call_ns", float(t.first_call_ns), "ns"),
+        ("p95_ns", t.p95_ns, "ns"),
+        ("first_call_ns", float(measurement.timings.first_call_ns), "ns"),
         ("cv", t.cv, "ratio"),
         ("iterations", float(t.iterations), "count"),
     ]

@@ -19,6 +19,7 @@ Conventions of the stored form:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
 import json
@@ -317,19 +318,98 @@ def diagnosis_from_dict(value: object, where: Field) -> Diagnosis:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TimingsSummary:
+    """The headline figures of ``Timings``, from all of its samples."""
+
+    iterations: int
+    rounds: int
+    median_ns: float
+    p95_ns: float
+    cv: float
+    throughput_per_s: float
+    round_throughputs_per_s: tuple[float, ...]
+
+
+def summarize_timings(timings: Timings) -> TimingsSummary:
+    """Same figures as ``Timings``' properties (same definitions as ``stats``), sorting the samples once.
+
+    A fast workload leaves hundreds of thousands of samples, and baselines,
+    results and history each need these figures for every test; the
+    properties sort the samples five times, this sorts them once (about 25 ms
+    for 200,000 samples instead of 160 ms). Not cached: a cache would keep
+    every session's samples alive.
+    """
+    ordered = sorted(timings.samples_ns)
+    median = _sorted_percentile(ordered, 50.0)
+    mad = _median_absolute_deviation(ordered, median)
+    return TimingsSummary(
+        iterations=len(ordered),
+        rounds=len(timings.round_sizes),
+        median_ns=median,
+        p95_ns=_sorted_percentile(ordered, 95.0),
+        cv=0.0 if median == 0 else 1.4826 * mad / abs(median),
+        throughput_per_s=math.inf if median == 0 else timings.items_per_iteration * 1e9 / median,
+        round_throughputs_per_s=timings.round_throughputs_per_s,
+    )
+
+
+def _median_absolute_deviation(ordered: Sequence[float], median: float) -> float:
+    """``stats.mad`` of sorted data without building and sorting the deviations.
+
+    Deviations below the median, read leftwards, and above it, read rightwards,
+    are two ascending sequences; their k-th smallest element comes from a
+    binary search over how many to take from each.
+    """
+    split = bisect.bisect_left(ordered, median)
+    n_low, n_high = split, len(ordered) - split
+
+    def low(i: int) -> float:
+        return median - ordered[split - 1 - i]
+
+    def high(j: int) -> float:
+        return ordered[split + j] - median
+
+    def kth(k: int) -> float:  # 0-based
+        lo, hi = max(0, k + 1 - n_high), min(k + 1, n_low)
+        while True:
+            i = (lo + hi) // 2  # taken from the low side; j = k + 1 - i from the high side
+            j = k + 1 - i
+            if i < n_low and j > 0 and high(j - 1) > low(i):
+                lo = i + 1
+            elif i > 0 and j < n_high and low(i - 1) > high(j):
+                hi = i - 1
+            else:
+                return max(low(i - 1) if i > 0 else -math.inf, high(j - 1) if j > 0 else -math.inf)
+
+    n = len(ordered)
+    if n % 2:
+        return kth(n // 2)
+    return (kth(n // 2 - 1) + kth(n // 2)) / 2.0
+
+
+def _sorted_percentile(ordered: Sequence[float], q: float) -> float:
+    # stats.percentile on data already sorted (linear interpolation; q=50 is the median).
+    pos = (len(ordered) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    if lo == hi:
+        return float(ordered[lo])
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
 def measurement_summary(measurement: Measurement) -> JsonDict:
     """Figures a reviewer reads in a diff, computed from all samples (not the stored subset).
 
     Informational only: loading ignores them and recomputes from the samples.
     """
-    t = measurement.timings
+    t = summarize_timings(measurement.timings)
     return {
         "cv": _readable(t.cv),
         "iterations": t.iterations,
         "median_ns": _readable(t.median_ns),
-        "p95_ns": _readable(t.latency_percentile_ns(95)),
+        "p95_ns": _readable(t.p95_ns),
         "round_throughputs_per_s": [_readable(v) for v in t.round_throughputs_per_s],
-        "rounds": len(t.round_sizes),
+        "rounds": t.rounds,
         "throughput_per_s": _readable(t.throughput_per_s),
     }
 

@@ -315,3 +315,17 @@ def test_storage_modules_import_neither_pytest_tensorflow_nor_pandas() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 10, 400, 1001])
+@pytest.mark.parametrize("shape", ["spread", "ties", "skewed"])
+def test_summary_figures_match_the_model_definitions(n: int, shape: str) -> None:
+    rng = random.Random(n)
+    draw = {"spread": lambda: rng.randint(1, 5000), "ties": lambda: rng.choice([0, 7, 7, 9]),
+            "skewed": lambda: int(rng.expovariate(1e-3))}[shape]
+    samples = tuple(draw() for _ in range(n))
+    t = Timings(samples, (n,), 3.0, 0)
+    s = ser.summarize_timings(t)
+    assert s.median_ns == t.median_ns and s.p95_ns == t.latency_percentile_ns(95)
+    assert s.cv == pytest.approx(t.cv, rel=1e-12) and s.throughput_per_s == t.throughput_per_s
+    assert s.round_throughputs_per_s == t.round_throughputs_per_s and s.iterations == n and s.rounds == 1
