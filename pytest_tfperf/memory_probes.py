@@ -30,9 +30,11 @@ What each probe sees, and misses:
   such probe should be active at a time.
 * ``SampledRssProbe`` (``MemorySource.RSS_SAMPLED``): the fallback where the
   high-water reset is not allowed (some containers) or not Linux. A thread
-  polls RSS only between ``reset()`` and ``peak()``; it misses spikes shorter
-  than a few intervals and competes for the GIL, so it costs a little
-  throughput in Python-bound loops (see ``benchmarks/bench_probe_cost.py``).
+  polls RSS (default every 20 ms) only between ``reset()`` and ``peak()``. It
+  can miss spikes shorter than a few intervals, and it needs the GIL to wake:
+  while the workload holds the GIL (a Python-bound loop), the thread waits for
+  the interpreter's 5 ms switch interval, so it samples less often than asked
+  (measured: 30-110 samples/s whatever the interval from 1 to 20 ms).
 * NVML device memory lives in :mod:`pytest_tfperf.nvml`.
 
 TensorFlow is imported only by ``TfAllocatorProbe``, and ``default_probes`` only
@@ -55,9 +57,11 @@ from typing import Any, Protocol
 
 from pytest_tfperf.model import MemoryPeak, MemorySource
 
-# Chosen from benchmarks/bench_probe_cost.py on a 2-core VM: see that script's
-# results for the CPU cost at each interval. Only used where VmHWM cannot be reset.
-DEFAULT_RSS_SAMPLE_INTERVAL_S = 0.005
+# Only used where VmHWM cannot be reset. The product allows memory probing 0.5% of
+# one core. On a busy 2-core VM the sampling thread cost 0.4-0.5% of a core at
+# 20 ms, 0.8% at 10 ms and 1.5% at 5 ms (benchmarks/bench_probe_cost.py): a
+# sample is mostly the thread's wake-up. Spikes shorter than ~40 ms can be under-read.
+DEFAULT_RSS_SAMPLE_INTERVAL_S = 0.020
 
 _MIB = 1 << 20
 _SELF_CHECK_ELEMENTS = _MIB // 4  # float32 elements in 1 MiB: above the 256 KiB threshold
@@ -379,7 +383,7 @@ class SampledRssProbe:
             raise ValueError(f"SampledRssProbe interval_s must be positive, got {interval_s}")
         self.unavailable: str | None = None
         self.interval_s = interval_s
-        self._read: Callable[[], int] = read_rss if read_rss is not None else fastest_rss_reader()
+        self._read: Callable[[], int] = read_rss if read_rss is not None else default_rss_reader()
         self.detail = (
             f"process RSS sampled every {interval_s * 1e3:g} ms: can miss spikes shorter than a few intervals"
             + (f" (exact high-water mark not used: {why_not_exact})" if why_not_exact else "")
@@ -430,30 +434,57 @@ class SampledRssProbe:
 
     def close(self) -> None:
         self._sampler.stop()
+        close_reader = getattr(self._read, "close", None)
+        if close_reader is not None:
+            close_reader()
 
 
-def fastest_rss_reader() -> Callable[[], int]:
-    """``/proc/self/statm`` on Linux (about 2 us a read), else psutil (about 9 us a read)."""
+def default_rss_reader() -> Callable[[], int]:
+    """The cheapest RSS reader: ``/proc/self/statm`` through a kept-open file on Linux, else psutil."""
     if sys.platform.startswith("linux") and os.path.exists("/proc/self/statm"):
-        page = os.sysconf("SC_PAGE_SIZE")
-
-        def read_statm() -> int:
-            with open("/proc/self/statm", "rb") as fh:
-                return int(fh.read().split()[1]) * page
-
-        return read_statm
+        return StatmRssReader()
     return psutil_rss_reader()
 
 
+class StatmRssReader:
+    """RSS from ``/proc/self/statm``, read with ``pread`` on a file kept open.
+
+    CPU per sample on a thread woken every 20 ms (cold caches), busy 2-core VM:
+    65-100 us with the kept-open file, 160 us opening the file each time,
+    150-200 us through psutil; a bare wake-up alone costs 55-70 us.
+    """
+
+    def __init__(self) -> None:
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._fd = -1
+        self._pid = -1
+
+    def __call__(self) -> int:
+        if self._pid != os.getpid():  # first use, or forked since: /proc/self resolved to the parent
+            self.close()
+            self._fd = os.open("/proc/self/statm", os.O_RDONLY)
+            self._pid = os.getpid()
+        return int(os.pread(self._fd, 128, 0).split()[1]) * self._page
+
+    def close(self) -> None:
+        if self._fd >= 0 and self._pid == os.getpid():
+            os.close(self._fd)
+        self._fd, self._pid = -1, -1
+
+
 def psutil_rss_reader() -> Callable[[], int]:
+    """The process's RSS through psutil (portable; about 9 us a read when warm)."""
     import psutil
 
     process = psutil.Process()
 
-    def read_psutil() -> int:
+    def read_rss() -> int:
+        nonlocal process
+        if process.pid != os.getpid():  # forked since: psutil.Process() is bound to a pid
+            process = psutil.Process()
         return int(process.memory_info().rss)
 
-    return read_psutil
+    return read_rss
 
 
 class WindowSampler:

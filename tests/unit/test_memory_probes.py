@@ -351,7 +351,23 @@ def test_sampled_probe_rejects_a_non_positive_interval() -> None:
         mp.SampledRssProbe(interval_s=0)
 
 
-def test_fast_rss_reader_agrees_with_psutil() -> None:
-    fast = mp.fastest_rss_reader()()
-    slow = mp.psutil_rss_reader()()
-    assert abs(fast - slow) < 4 * MIB
+def test_statm_reader_agrees_with_psutil_and_reopens_after_close() -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc/self/statm")
+    statm = mp.StatmRssReader()
+    first = statm()
+    assert abs(first - mp.psutil_rss_reader()()) < 4 * MIB
+    statm.close()
+    assert abs(statm() - first) < 4 * MIB
+    statm.close()
+
+
+def test_sampled_probe_with_the_real_reader_sees_a_numpy_array_alive_at_peak() -> None:
+    probe = mp.SampledRssProbe(interval_s=3600)
+    baseline = probe.reset()
+    array = np.ones(16 * MIB, dtype=np.float32)  # 64 MiB, every page written
+    peak = probe.peak()
+    del array
+    probe.close()
+    assert baseline is not None and peak is not None
+    assert peak - baseline >= 63 * MIB
