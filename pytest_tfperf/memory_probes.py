@@ -22,10 +22,11 @@ What each probe sees, and misses:
   high-water mark by writing ``5`` to ``/proc/self/clear_refs`` and reads
   ``VmHWM`` from ``/proc/self/status``. Every resident page counts (to within
   the kernel's batched per-CPU RSS counters: a 64 MiB numpy array read as
-  63.8 MiB here), it costs about 40 us per round and needs no thread. It covers the whole process
-  (Python, numpy, TF), but TensorFlow's BFC pool never returns memory to the
-  OS: once the pool has grown, later TF spikes that fit in it do not move RSS,
-  so in-process RSS peaks show *pool growth*, not TF's live peak. The reset is
+  63.8 MiB here); it costs about 40 us per round and needs no thread. It
+  covers the whole process (Python, numpy, TF), but TensorFlow's BFC pool never
+  returns memory to the OS: once the pool has grown, later TF spikes that fit
+  in it do not move RSS, so in-process RSS peaks show *pool growth*, not TF's
+  live peak (measure RSS in a fresh process to see a workload's own). The reset is
   process-wide (it also resets ``ru_maxrss`` on recent kernels), so only one
   such probe should be active at a time.
 * ``SampledRssProbe`` (``MemorySource.RSS_SAMPLED``): the fallback where the
