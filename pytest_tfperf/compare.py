@@ -570,7 +570,10 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
     for peak in b.memory:
         if _find(a.memory, peak.source, peak.device) is None:
             memory.append(peak)
-    extra_names = {name for name, _ in a.extra_metrics}
+    # Diagnoses and derived metrics describe a whole measurement: the later one
+    # stands for the pair (its figures are the freshest), the earlier fills gaps.
+    later_kinds = {d.kind for d in b.diagnoses}
+    later_extras = {name for name, _ in b.extra_metrics}
     return Measurement(
         test_id=a.test_id,
         mode=a.mode,
@@ -578,8 +581,8 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         memory=tuple(memory),
         traces_first_call=a.traces_first_call if a.traces_first_call is not None else b.traces_first_call,
         traces_steady=_max_optional(a.traces_steady, b.traces_steady),
-        diagnoses=a.diagnoses + tuple(d for d in b.diagnoses if d not in a.diagnoses),
-        extra_metrics=a.extra_metrics + tuple((k, v) for k, v in b.extra_metrics if k not in extra_names),
+        diagnoses=b.diagnoses + tuple(d for d in a.diagnoses if d.kind not in later_kinds),
+        extra_metrics=b.extra_metrics + tuple((k, v) for k, v in a.extra_metrics if k not in later_extras),
         environment_id=a.environment_id or b.environment_id,
     )
 

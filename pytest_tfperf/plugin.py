@@ -176,5 +176,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tfperf_session = session.config.stash.get(SESSION_KEY, None)
-    if tfperf_session is not None:
-        tfperf_session.finish()
+    if tfperf_session is not None and not tfperf_session.finish() and exitstatus == pytest.ExitCode.OK:
+        # A baseline or result file that could not be written must not pass silently in CI.
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

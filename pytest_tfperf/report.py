@@ -96,3 +96,21 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
     lines.append("throughput: items/s at the median iteration; ±cv: robust spread of iteration times; "
                  "peak TF: allocator peak above what was live before measuring; traces: warm-up+steady")
     return lines
+
+
+def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> list[str]:
+    """A Markdown table for pull requests and ``$GITHUB_STEP_SUMMARY``: test, throughput, change, verdict."""
+    lines = ["### tfperf", "", "| test | throughput | change vs baseline | peak TF | verdict |",
+             "|---|---:|---:|---:|---|"]
+    for row, verdict in zip(rows, verdicts):
+        m = row.measurement
+        change = "–"
+        metric = getattr(verdict, "metric", None)
+        throughput = metric("throughput") if callable(metric) else None
+        if throughput is not None and throughput.relative_change is not None:
+            change = f"{throughput.relative_change * 100:+.1f}%"
+            if throughput.ci_low is not None and throughput.ci_high is not None:
+                change += f" [{throughput.ci_low * 100:+.1f}%, {throughput.ci_high * 100:+.1f}%]"
+        test = m.test_id.replace("|", "\\|")
+        lines.append(f"| `{test}` | {format_rate(m.throughput_per_s)} | {change} | {_tf_peak(m)} | {row.verdict} |")
+    return lines
