@@ -7,7 +7,6 @@ run, including ``pytest --help`` and sessions that never measure anything.
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -151,16 +150,12 @@ def tfperf(request: pytest.FixtureRequest) -> TfPerf:
     return TfPerf(request.node.nodeid, options, session, session.config)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
-                                                                                               pytest.TestReport]:
-    report = yield
-    if call.when == "call":
-        session = item.config.stash.get(SESSION_KEY, None)
-        if session is not None:
-            for key, value in session.report_properties(item.nodeid):
-                report.user_properties.append((key, value))
-    return report
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # JUnit XML reads properties from the teardown report, which copies item.user_properties:
+    # the same route as pytest's own record_property fixture.
+    session = item.config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        item.user_properties.extend(session.report_properties(item.nodeid))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,0 +1,222 @@
+"""`pytest --tfperf` end to end with pure-Python workloads: budgets, baselines, the gate and its outputs.
+
+Workloads here are plain Python so the runs are fast and need no TensorFlow;
+slowdowns are made large (3x) so that the verdicts do not depend on this
+machine's noise. The statistics behind the verdicts are tested in tests/unit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+# numpy and pandas are imported by the gate and the history during the
+# in-process runs below; pytester unloads modules first imported inside a run,
+# and numpy cannot be loaded twice in one process, so load them here first.
+import numpy  # noqa: F401
+import pandas  # noqa: F401
+import pytest
+
+from pytest_tfperf.baseline_store import BaselineStore
+from pytest_tfperf.results_json import load_results
+
+WORKLOAD = """
+import os
+import pytest
+
+N = int(os.environ.get("WORK_N", "2000"))
+
+def work():
+    return sum(i * i for i in range(N))
+
+def test_fast(tfperf):
+    tfperf(work, items=N)
+
+def test_other(tfperf):
+    tfperf(lambda: sum(range(500)))
+"""
+
+FAST = ["--tfperf", "--tfperf-budget=0.3", "-p", "no:randomly"]
+
+
+def run(pytester: pytest.Pytester, *args: str, work_n: int = 2000) -> pytest.RunResult:
+    os.environ["WORK_N"] = str(work_n)
+    try:
+        return pytester.runpytest_inprocess(*FAST, *args)
+    finally:
+        del os.environ["WORK_N"]
+
+
+def test_budgets_fail_only_the_test_that_crosses_them(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.tfperf(min_throughput=1e15)
+        def test_too_slow(tfperf):
+            tfperf(lambda: sum(range(100)), items=1)
+
+        @pytest.mark.tfperf(min_throughput=1.0, max_peak_rss_bytes=1 << 40)
+        def test_within(tfperf):
+            tfperf(lambda: sum(range(100)), items=1)
+        """
+    )
+    result = pytester.runpytest_inprocess(*FAST)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_too_slow: over budget*",
+        "*throughput*measured*limit 1,000,000,000,000,000.0 items/s*",
+    ])
+    result.stdout.fnmatch_lines(["*FAILED*test_too_slow*"])
+
+
+def test_budgets_are_not_checked_in_smoke_mode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.tfperf(min_throughput=1e15)
+        def test_too_slow(tfperf):
+            tfperf(lambda: None)
+        """
+    )
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
+
+
+def test_no_baseline_is_reported_not_failed_unless_strict(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD)
+    result = run(pytester)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*2 test(s) have no baseline yet*not gated*--tfperf-update*"])
+    strict = run(pytester, "--tfperf-strict")
+    strict.assert_outcomes(failed=2)
+    strict.stdout.fnmatch_lines(["*baseline required by --tfperf-strict*"])
+
+
+def test_update_then_regression_fails_exactly_the_slower_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    baselines = sorted(p.name for p in (pytester.path / "benchmarks" / "baselines").glob("*.json"))
+    assert len(baselines) == 2
+    assert (pytester.path / "benchmarks" / "baselines" / "history.csv").exists()
+
+    # Three times the work for the same number of items: a 3x slowdown of test_fast only.
+    pytester.makepyfile(WORKLOAD.replace("tfperf(work, items=N)", "tfperf(work, items=2000)"))
+    # A wide tolerance keeps this machine's noise out of test_other's verdict; test_fast is 3x slower.
+    result = run(pytester, "--tfperf-tolerance=50%", work_n=6000)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*::test_fast: performance regressed against its baseline",
+        "*throughput: * items/s -> * items/s (-6?.?%, 99% CI *): slower than the baseline by *with 99% confidence*",
+        "*compared against the baseline recorded for environment fingerprint *",
+        "*refresh the baseline: pytest --tfperf --tfperf-update *::test_fast",
+        "*test_fast*REGRESSED*",
+        "*test_other*",
+        "FAILED *::test_fast",
+    ])
+    assert "FAILED" not in "".join(line for line in result.outlines if "test_other" in line)
+
+
+def test_refresh_keeps_other_tests_baselines(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    directory = pytester.path / "benchmarks" / "baselines"
+    before = {p.name: p.read_text() for p in directory.glob("*.json")}
+    run(pytester, "--tfperf-update", "-k", "test_fast").assert_outcomes(passed=1, deselected=1)
+    after = {p.name: p.read_text() for p in directory.glob("*.json")}
+    assert before.keys() == after.keys()
+    store = BaselineStore(directory)
+    other = store.path_for(f"{pytester.path.name[:-1]}.py::test_other").name
+    fast = store.path_for(f"{pytester.path.name[:-1]}.py::test_fast").name
+    assert after[other] == before[other]
+    assert after[fast] != before[fast]
+
+
+def test_a_corrupted_baseline_fails_its_test_with_a_clear_message_and_is_not_overwritten(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    store = BaselineStore(pytester.path / "benchmarks" / "baselines")
+    fast = store.path_for(f"{pytester.path.name[:-1]}.py::test_fast")
+    truncated = fast.read_text()[:200]
+    fast.write_text(truncated)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_fast: its baseline file cannot be used*", f"*{fast.name}*"])
+    update = run(pytester, "--tfperf-update")
+    assert update.ret != 0
+    assert fast.read_text() == truncated  # never silently replaced
+
+
+def test_json_results_hold_samples_environment_and_verdicts(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    out = pytester.path / "results.json"
+    run(pytester, f"--tfperf-json={out}").assert_outcomes(passed=2)
+    doc = load_results(out)
+    assert set(doc.test_ids) == {"test_json_results_hold_samples_environment_and_verdicts.py::test_fast",
+                                 "test_json_results_hold_samples_environment_and_verdicts.py::test_other"}
+    m = doc.measurement("test_json_results_hold_samples_environment_and_verdicts.py::test_fast")
+    assert m is not None and m.timings.iterations > 10 and m.timings.items_per_iteration == 2000
+    verdict = doc.verdict("test_json_results_hold_samples_environment_and_verdicts.py::test_fast")
+    assert verdict is not None and verdict["status"] in {"unchanged", "improved", "noisy", "regressed"}
+    raw = json.loads(out.read_text())
+    assert raw["schema"] == "pytest-tfperf/results" and raw["schema_version"] == 1
+    assert raw["environment"]["hard"]["cpu.cores"]
+
+
+def test_markdown_summary_and_github_step_summary(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(WORKLOAD)
+    step_summary = pytester.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    md = pytester.path / "summary.md"
+    run(pytester, f"--tfperf-markdown={md}").assert_outcomes(passed=2)
+    text = md.read_text()
+    assert "| test | throughput | change vs baseline | peak TF | verdict |" in text
+    assert "test_fast" in text and "no baseline" in text
+    assert step_summary.read_text() == text
+
+
+def test_figures_go_to_junit_xml(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD)
+    xml = pytester.path / "junit.xml"
+    run(pytester, f"--junitxml={xml}").assert_outcomes(passed=2)
+    text = xml.read_text()
+    assert 'name="tfperf_throughput_per_s"' in text
+    assert 'name="tfperf_verdict" value="no baseline"' in text
+
+
+def test_compare_variants_are_gated_separately(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_pair(tfperf):
+            res = tfperf.compare({"anti": lambda: sum(range(3000)), "fix": lambda: sum(range(300))})
+            assert res["fix"].throughput > res["anti"].throughput
+        """
+    )
+    result = run(pytester, "--tfperf-update")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_pair[[]anti[]]*", "*test_pair[[]fix[]]*"])
+    assert len(list((pytester.path / "benchmarks" / "baselines").glob("*.json"))) == 2
+
+
+def test_baseline_dir_from_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ntfperf_baseline_dir = perf/base\n")
+    pytester.makepyfile(WORKLOAD)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    assert len(list((pytester.path / "perf" / "base").glob("*.json"))) == 2
+    assert not (pytester.path / "benchmarks").exists()
+
+
+def test_unwritable_baseline_dir_fails_the_run_with_a_reason(pytester: pytest.Pytester) -> None:
+    if os.geteuid() == 0:
+        blocker = pytester.path / "blocked"
+        blocker.write_text("a file where a directory should be")
+        target = blocker / "baselines"
+    else:  # pragma: no cover - CI runs as root
+        target = Path("/proc/forbidden")
+    pytester.makepyfile(WORKLOAD)
+    result = run(pytester, "--tfperf-update", f"--tfperf-baseline-dir={target}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ERROR:*"])
