@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_tfperf import runner
 from pytest_tfperf.config import MarkerOptions, SessionConfig
-from pytest_tfperf.model import BudgetViolation, Diagnosis, Environment, Measurement
+from pytest_tfperf.model import BudgetViolation, Environment, Measurement
 
 if TYPE_CHECKING:
     from pytest_tfperf.fixture import TfPerf
@@ -27,23 +27,25 @@ class Outcome:
     measurement: Measurement
     violations: tuple[BudgetViolation, ...] = ()
     verdict: Any = None  # compare.Verdict, when a baseline was compared
-    baseline_note: str = ""  # "no baseline", "no baseline for this environment: ...", ...
+    baseline: str = ""  # "", "no baseline", "no baseline for this environment"
+    gating: bool = True  # False while baselines are being refreshed: a slower number is accepted then
     notices: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         if self.violations:
-            return "BUDGET"
+            return "OVER BUDGET"
         if self.verdict is not None:
-            status = self.verdict.status
-            return {"regressed": "REGRESSED", "improved": "improved", "unchanged": "ok", "noisy": "noisy"}.get(
-                status, status
-            )
-        return self.baseline_note or "measured"
+            status = str(self.verdict.status)
+            if status == "regressed":
+                return "REGRESSED" if self.gating else "slower (accepted)"
+            return {"unchanged": "ok"}.get(status, status)
+        return self.baseline or "measured"
 
     @property
     def failed(self) -> bool:
-        return bool(self.violations) or (self.verdict is not None and self.verdict.status == "regressed")
+        regressed = self.verdict is not None and str(self.verdict.status) == "regressed"
+        return bool(self.violations) or (regressed and self.gating)
 
 
 class TfPerfSession:
@@ -51,9 +53,11 @@ class TfPerfSession:
         self.config = config
         self.rootdir = rootdir
         self.outcomes: list[Outcome] = []
+        self.failures: list[Any] = []  # diagnostics.MeasurementFailure: stalls, OOMs, NaNs
         self._environment: Environment | None = None
         self._probes: dict[bool, list[Any]] = {}
         self._store: Any = None
+        self._written: list[str] = []  # what finish() wrote, for the summary
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -112,15 +116,15 @@ class TfPerfSession:
             for name in measured:
                 measured[name] = pool(measured[name], again[name])
                 outcomes[name] = self._evaluate(measured[name], options)
-                outcomes[name].notices.append("re-measured once: the first measurement was borderline")
+                outcomes[name].notices.append(
+                    f"{measured[name].test_id}: re-measured once because the first verdict was borderline; "
+                    "judged on both measurements pooled")
         fx.results.update(measured)
         for o in outcomes.values():
             self.outcomes.append(o)
         failures = [self._failure_text(o) for o in outcomes.values() if o.failed]
         if failures:
-            import pytest
-
-            pytest.fail("\n\n".join(failures), pytrace=False)
+            _fail("\n\n".join(failures))
         return measured
 
     def _build(self, test_id: str, mode: str, raw: runner.RawRun) -> Measurement:
@@ -141,22 +145,38 @@ class TfPerfSession:
         return outcome
 
     def _gate(self, outcome: Outcome, options: MarkerOptions) -> None:
+        from pytest_tfperf.baseline_store import MatchStatus
         from pytest_tfperf.compare import Tolerances, judge
+        from pytest_tfperf.serialization import StorageError
 
-        match = self.store().load(outcome.measurement.test_id, self.environment())
-        if match.measurement is None:
-            outcome.baseline_note = match.describe()
+        test_id = outcome.measurement.test_id
+        try:
+            match = self.store().load(test_id, self.environment())
+        except StorageError as exc:
+            _fail(f"{test_id}: its baseline file cannot be used, so nothing was compared.\n{exc}")
+        outcome.gating = not self.config.update
+        if not match.found:
+            if match.status is MatchStatus.OTHER_ENVIRONMENTS:
+                outcome.baseline = "no baseline for this environment"
+                outcome.notices.append(f"{test_id}: {match.describe()}")
+            else:
+                outcome.baseline = "no baseline"
             if self.config.strict and not self.config.update:
                 outcome.violations += (
-                    BudgetViolation(metric=f"baseline ({match.describe()}; --tfperf-strict)", limit=1, measured=0,
-                                    unit=""),
+                    BudgetViolation(metric=f"baseline required by --tfperf-strict: {match.describe()}", limit=1,
+                                    measured=0, unit="present"),
                 )
             return
+        if match.soft_differences:
+            outcome.notices.append(f"{test_id}: {match.describe()}")
         tolerance = options.tolerance if options.tolerance is not None else self.config.tolerance
         tolerances = Tolerances() if tolerance is None else Tolerances(throughput=tolerance)
         outcome.verdict = judge(outcome.measurement, match.measurement, tolerances)
-        if outcome.verdict.status == "improved":
-            outcome.notices.append(self._improved_notice(outcome))
+        if str(outcome.verdict.status) == "improved":
+            notice = outcome.verdict.improvement_message(
+                "pytest --tfperf --tfperf-update --tfperf-update-improved")
+            if notice:
+                outcome.notices.append(notice)
 
     def _failure_text(self, o: Outcome) -> str:
         parts = []
@@ -173,10 +193,6 @@ class TfPerfSession:
     def refresh_hint(self, o: Outcome) -> str:
         return f"pytest --tfperf --tfperf-update {_shell_quote(o.measurement.test_id.split('[')[0])}"
 
-    def _improved_notice(self, o: Outcome) -> str:
-        return (f"{o.measurement.test_id}: {o.verdict.summary() if hasattr(o.verdict, 'summary') else 'improved'}; "
-                f"refresh with: pytest --tfperf --tfperf-update --tfperf-update-improved")
-
     # -- reporting ------------------------------------------------------------
 
     def report_properties(self, test_id: str) -> list[tuple[str, object]]:
@@ -191,52 +207,76 @@ class TfPerfSession:
 
     def summary_lines(self) -> list[str]:
         from pytest_tfperf import report
+        from pytest_tfperf.diagnostics import failure_summary_lines
 
-        if not self.outcomes:
+        if not self.outcomes and not self.failures and not self._written:
             return []
-        lines = report.summary_table([report.Row(o.measurement, o.label) for o in self.outcomes])
+        lines = report.summary_table([report.Row(o.measurement, o.label) for o in self.outcomes]) if self.outcomes else []
         for o in self.outcomes:
             lines += o.notices
-            if o.baseline_note and o.baseline_note != "no baseline" and not o.verdict:
-                lines.append(f"{o.measurement.test_id}: {o.baseline_note}")
             for d in o.measurement.diagnoses:
-                lines.append(f"{o.measurement.test_id}: {d.summary}")
+                if d.severity != "info" or d.kind == "input_bound":
+                    lines.append(f"{o.measurement.test_id}: {d.summary}")
+        missing = [o for o in self.outcomes if o.baseline == "no baseline"]
+        if missing and not self.config.update:
+            lines.append(f"{len(missing)} test(s) have no baseline yet: they were measured and reported, not gated. "
+                         f"Record baselines with: pytest --tfperf --tfperf-update")
+        lines += failure_summary_lines(self.failures)
         lines += self._written
         return lines
 
-    def finish(self) -> None:
-        """Write what the options asked for: JSON results, baselines, history, Markdown."""
-        self._written: list[str] = []
-        try:
-            if not self.outcomes:
-                return
-            if self.config.json_path:
-                from pytest_tfperf.results_json import write_results
+    def finish(self) -> bool:
+        """Write what the options asked for: JSON results, baselines, history, Markdown.
 
-                write_results(self.config.json_path, self.environment(), self.outcomes)
-                self._written.append(f"results written to {self.config.json_path}")
+        Returns False when something could not be written; the reason is in the summary.
+        """
+        from pytest_tfperf.serialization import StorageError
+
+        ok = True
+        try:
+            if not self.outcomes and not self.failures:
+                return True
+            steps = []
+            if self.config.json_path:
+                steps.append(self._write_json)
             if self.config.update:
-                self._update_baselines()
+                steps.append(self._update_baselines)
             if self.config.markdown_path or os.environ.get("GITHUB_STEP_SUMMARY"):
-                self._write_markdown()
+                steps.append(self._write_markdown)
+            for step in steps:
+                try:
+                    step()
+                except (StorageError, OSError) as exc:
+                    ok = False
+                    self._written.append(f"ERROR: {exc}")
         finally:
             self.close()
+        return ok
 
-    _written: list[str] = []
+    def _write_json(self) -> None:
+        from pytest_tfperf.results_json import write_results
+
+        write_results(self.config.json_path, self.environment(), self.outcomes,
+                      {f.test_id: f.verdict_dict() for f in self.failures})
+        self._written.append(f"results written to {self.config.json_path}")
 
     def _update_baselines(self) -> None:
         from pytest_tfperf.history import append_history
 
-        measurements = [o.measurement for o in self.outcomes]
-        if self.config.update_improved_only:
-            measurements = [o.measurement for o in self.outcomes
-                            if o.verdict is not None and o.verdict.status == "improved"
-                            or (o.verdict is None and o.baseline_note)]
-        written = self.store().save(measurements, self.environment())
-        append_history(self.baseline_dir, [o.measurement for o in self.outcomes], self.environment())
-        self._written.append(f"baselines updated in {self.baseline_dir}: {len(measurements)} test(s); "
-                             "other tests' baselines kept")
-        del written
+        measurements = [o.measurement for o in self.outcomes if o.measurement.timings.iterations > 1]
+        improved = {o.measurement.test_id for o in self.outcomes
+                    if o.verdict is not None and str(o.verdict.status) == "improved"}
+        saved = self.store().save(
+            measurements, self.environment(), only_improved=self.config.update_improved_only,
+            is_improvement=lambda new, old: new.test_id in improved,
+        )
+        append_history(self.baseline_dir, measurements, self.environment())
+        kept = len(saved.not_improved)
+        self._written.append(
+            f"baselines written for {len(saved.written)} test(s) in {self.baseline_dir}"
+            + (f"; {kept} kept because they did not improve" if kept else "")
+            + "; every other test's baseline was kept"
+        )
 
     def _write_markdown(self) -> None:
         from pytest_tfperf import report
@@ -252,10 +292,17 @@ class TfPerfSession:
             with open(step_summary, "a", encoding="utf-8") as fh:
                 fh.write(text)
 
-    def explain_exhaustion(self, exc: BaseException, test_id: str) -> str | None:
+    def record_failure(self, exc: BaseException, test_id: str, *, batch_size: int | None = None,
+                       items_per_iteration: float | None = None) -> str | None:
+        """Explain a stall, OOM or NaN, keep it for the summary and the JSON, and return the failure text."""
         from pytest_tfperf import diagnostics
 
-        return diagnostics.explain_exhaustion(exc, test_id)
+        failure = diagnostics.diagnose_failure(exc, test_id, batch_size=batch_size,
+                                               items_per_iteration=items_per_iteration)
+        if failure is None:
+            return None
+        self.failures.append(failure)
+        return failure.message
 
 
 def _borderline(o: Outcome) -> bool:
@@ -280,14 +327,16 @@ def _device_sync() -> Callable[[], None] | None:
     return tf.test.experimental.sync_devices  # type: ignore[no-any-return]
 
 
+def _fail(message: str) -> None:
+    import pytest
+
+    pytest.fail(message, pytrace=False)
+
+
 def _shell_quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
-
-
-def diagnoses_of(m: Measurement) -> tuple[Diagnosis, ...]:
-    return m.diagnoses
 
 
 def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
