@@ -12,11 +12,13 @@ can give up on it, fail the test and let the session go on.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_tfperf import stats
+from pytest_tfperf.memory_growth import GrowthRecorder, MemoryReader, MemorySeries, chunk_size, readers_for
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 from pytest_tfperf.watchdog import StallPolicy, run_watched
 
@@ -71,16 +73,25 @@ class Progress:
     """What the measuring thread is doing, read by the watchdog without locks.
 
     Plain attribute writes are atomic under the GIL; the watchdog tolerates a
-    stale read by one poll interval.
+    stale read by one poll interval. ``abandoned`` goes the other way: the
+    watchdog sets it when it gives up on the thread, and a thread that comes
+    back to life stops at its next chunk instead of measuring on behind the
+    next test's back.
     """
 
-    __slots__ = ("phase", "iteration_started_ns", "typical_ns", "iterations_done")
+    __slots__ = ("phase", "detail", "iteration_started_ns", "typical_ns", "iterations_done", "abandoned")
 
     def __init__(self) -> None:
         self.phase = "first call"
+        self.detail = ""  # "waiting for the next element" / "in the step", for pull+step workloads
         self.iteration_started_ns = 0  # 0: not inside an iteration
         self.typical_ns: float | None = None
         self.iterations_done = 0
+        self.abandoned = False
+
+
+class Abandoned(BaseException):
+    """Raised in a measuring thread that the watchdog gave up on, should it ever resume."""
 
 
 @dataclass
@@ -99,10 +110,27 @@ class Workload:
     trace_total: Callable[[], int] | None = None
 
 
+# With ``step``, the measured budget is split: most of it for the pipeline and
+# the step together (the figure that is gated and compared), the rest for the
+# dataset alone and the step alone, so that a user can see which side moved.
+TOGETHER_SHARE = 0.6
+ALONE_SHARE = 0.2
+ALONE_WARMUP_FRACTION = 0.25  # both sides were already warmed up together
+TOGETHER = "dataset and step together"
+DATASET_ALONE = "dataset alone"
+STEP_ALONE = "step alone"
+
+
 @dataclass
 class _VariantState:
     name: str
     workload: Workload
+    label: str = ""  # how the phase names it: the variant's name, or "dataset alone" / "step alone"
+    share: float = 1.0  # of the budget
+    aux_of: str | None = None  # set for the dataset-alone / step-alone phases of a pull+step variant
+    prepare: Callable[[], None] | None = None  # untimed, before the first call
+    growth: GrowthRecorder | None = None
+    typical_ns: float | None = None
     first_call_ns: int = 0
     estimate_ns: float = 0.0
     samples: list[int] = field(default_factory=list)
@@ -128,6 +156,14 @@ class MemoryProbeLike:  # pragma: no cover - typing aid only
 
 
 @dataclass(frozen=True, slots=True)
+class InputSplit:
+    """A pull+step workload measured three ways: together (the ``RawRun``'s timings), and these two."""
+
+    dataset_alone: Timings  # pulls only
+    step_alone: Timings  # the step re-run on one cached element
+
+
+@dataclass(frozen=True, slots=True)
 class RawRun:
     """The measured data of one variant before it becomes a ``Measurement``."""
 
@@ -136,6 +172,8 @@ class RawRun:
     input_wait_ns: tuple[int, ...]  # per iteration, only for pull+step workloads
     traces_first_call: int | None = None
     traces_steady: int | None = None
+    memory_series: tuple[MemorySeries, ...] = ()  # memory in use between chunks of iterations
+    input_split: InputSplit | None = None
 
 
 def measure(
@@ -146,30 +184,64 @@ def measure(
     probes: Sequence[MemoryProbeLike] = (),
     sync: Callable[[], None] | None = None,
     watch: bool = True,
+    memory_readers: Sequence[MemoryReader] | None = None,
+    split_input: bool = True,
 ) -> dict[str, RawRun]:
     """Measure one or more variants, interleaving their rounds.
 
     With several variants, round ``r`` runs them in alternating order (ABBA...),
     so slow drift of the machine hits all of them alike and their ratio is fair.
+
+    ``memory_readers`` read memory in use between chunks of iterations, for
+    the growth slope (default: those that go with ``probes``, see
+    ``memory_growth.readers_for``). With ``split_input``, a pull+step workload
+    is also measured as the dataset alone and the step alone, within the
+    same budget (``RawRun.input_split``).
+
+    An exception of the workload leaves with ``tfperf_phase`` (where it
+    happened) and ``tfperf_peaks`` (the probes' peaks at that moment) set on
+    it where Python allows, for the failure message.
     """
-    states = [_VariantState(name, w) for name, w in workloads.items()]
+    readers = readers_for(probes) if memory_readers is None else list(memory_readers)
+    states: list[_VariantState] = []
+    for name, w in workloads.items():
+        main = _VariantState(name, w, label=name, growth=GrowthRecorder(readers) if readers else None)
+        states.append(main)
+        if split_input and w.pull is not None and w.step is not None:
+            main.share = TOGETHER_SHARE
+            main.label = f"{name}: {TOGETHER}" if name else TOGETHER
+            states += _alone_states(name, w)
     progress = Progress()
 
     def body() -> None:
-        for st in states:
-            st.per_probe_rounds = [[] for _ in probes]
-            st.per_probe_baseline = [None for _ in probes]
-            _warm_up(st, settings, clock, sync, progress)
-        plans = {st.name: plan_rounds(st.estimate_ns, settings) for st in states}
-        n_rounds = max(p.rounds for p in plans.values())
-        for r in range(n_rounds):
-            order = states if r % 2 == 0 else list(reversed(states))
-            for st in order:
-                plan = plans[st.name]
-                if r >= plan.rounds:
-                    continue
-                progress.phase = f"round {r + 1}/{plan.rounds}" + (f" of '{st.name}'" if len(states) > 1 else "")
-                _timed_round(st, plan.iterations_per_round, clock, sync, probes, progress)
+        try:
+            # Peaks from here on: what an out-of-memory message reports if the
+            # first call fails (rounds reset them again for their own peaks).
+            for probe in probes:
+                probe.reset()
+            for st in states:
+                st.per_probe_rounds = [[] for _ in probes]
+                st.per_probe_baseline = [None for _ in probes]
+                if st.prepare is not None:
+                    st.prepare()
+                _warm_up(st, settings if st.aux_of is None else _alone_warmup(settings), clock, sync, progress)
+            plans = {id(st): _plan(st, settings) for st in states}
+            n_rounds = max(p.rounds for p in plans.values())
+            for r in range(n_rounds):
+                order = states if r % 2 == 0 else list(reversed(states))
+                for st in order:
+                    plan = plans[id(st)]
+                    if r >= plan.rounds:
+                        continue
+                    progress.phase = f"round {r + 1}/{plan.rounds}" + (f" of '{st.label}'" if len(states) > 1 else "")
+                    chunk = chunk_size(plan.rounds * plan.iterations_per_round)
+                    _timed_round(st, plan.iterations_per_round, clock, sync, probes, progress, chunk=chunk,
+                                 round_index=r)
+        except Abandoned:
+            raise
+        except BaseException as exc:
+            _note_failure(exc, progress, probes)
+            raise
 
     if watch:
         run_watched(body, progress, settings.stall, clock=clock)
@@ -178,50 +250,123 @@ def measure(
 
     out: dict[str, RawRun] = {}
     for st in states:
-        timings = Timings(
-            samples_ns=tuple(st.samples),
-            round_sizes=tuple(st.round_sizes),
-            items_per_iteration=st.workload.items_per_iteration,
-            first_call_ns=st.first_call_ns,
-        )
+        if st.aux_of is not None:
+            continue
+        timings = _timings(st)
         memory = tuple(
             _collect_peak(probe, st.per_probe_rounds[i], st.per_probe_baseline[i]) for i, probe in enumerate(probes)
         )
+        alone = {aux.label: _timings(aux) for aux in states if aux.aux_of == st.name}
+        split = InputSplit(alone[DATASET_ALONE], alone[STEP_ALONE]) if alone else None
         out[st.name] = RawRun(timings=timings, memory=memory, input_wait_ns=tuple(st.waits),
-                              traces_first_call=st.traces_first_call, traces_steady=st.traces_steady)
+                              traces_first_call=st.traces_first_call, traces_steady=st.traces_steady,
+                              memory_series=st.growth.series() if st.growth is not None else (),
+                              input_split=split)
     return out
 
 
+def _alone_states(name: str, w: Workload) -> list[_VariantState]:
+    """The dataset-alone and step-alone phases of a pull+step workload."""
+    pull, step = w.pull, w.step
+    assert pull is not None and step is not None
+    cached: list[object] = []
+
+    def step_alone() -> object:
+        return step(cached[0])
+
+    prefix = f"{name}: " if name else ""
+    dataset = _VariantState(f"{name}\0dataset", Workload(call=pull, items_per_iteration=w.items_per_iteration),
+                            label=prefix + DATASET_ALONE, share=ALONE_SHARE, aux_of=name)
+    stepped = _VariantState(f"{name}\0step", Workload(call=step_alone, items_per_iteration=w.items_per_iteration),
+                            label=prefix + STEP_ALONE, share=ALONE_SHARE, aux_of=name,
+                            prepare=lambda: cached.append(pull()))
+    return [dataset, stepped]
+
+
+def _alone_warmup(settings: RunSettings) -> RunSettings:
+    return dataclasses.replace(settings, warmup_s=settings.warmup_s * ALONE_WARMUP_FRACTION)
+
+
+def _plan(st: _VariantState, settings: RunSettings) -> Plan:
+    if st.share == 1.0:
+        return plan_rounds(st.estimate_ns, settings)
+    # The extra phases may run a single round of a slow step: they inform,
+    # they are not what the gate judges.
+    return plan_rounds(st.estimate_ns, dataclasses.replace(
+        settings, budget_s=settings.budget_s * st.share,
+        min_rounds=1 if st.aux_of is not None else settings.min_rounds))
+
+
+def _timings(st: _VariantState) -> Timings:
+    return Timings(samples_ns=tuple(st.samples), round_sizes=tuple(st.round_sizes),
+                   items_per_iteration=st.workload.items_per_iteration, first_call_ns=st.first_call_ns)
+
+
+def _note_failure(exc: BaseException, progress: Progress, probes: Sequence[MemoryProbeLike]) -> None:
+    """Say on the exception where it happened and how much memory was in use (for OOM messages)."""
+    peaks: list[tuple[str, str, int | None, str | None]] = []
+    for probe in probes:
+        try:
+            value = probe.peak()
+        except Exception:  # noqa: BLE001 - a probe must never hide the workload's own error
+            value = None
+        peaks.append((probe.source.value, probe.device, value, probe.unavailable))
+    where = progress.phase + (f", {progress.detail}" if progress.detail else "")
+    since = "this round" if progress.phase.startswith("round") else "measuring began"
+    try:
+        exc.tfperf_phase = where  # type: ignore[attr-defined]
+        exc.tfperf_peaks = tuple(peaks)  # type: ignore[attr-defined]
+        exc.tfperf_peaks_since = since  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # an exception class with __slots__
+        pass
+
+
 def smoke(workload: Workload, settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> RawRun:
-    """Run the workload once, as a normal (non-measuring) test run does."""
-    states = {"smoke": workload}
+    """Run the workload once, as a normal (non-measuring) test run does.
+
+    It is watched like a measurement; with nothing measured yet, the stall
+    deadline is the policy's ceiling.
+    """
     progress = Progress()
+    progress.phase = "smoke run (without --tfperf)"
     holder: dict[str, int] = {}
 
     def body() -> None:
-        t0 = clock()
-        progress.iteration_started_ns = t0
-        _one_iteration(workload, None, None, 0)
-        holder["ns"] = clock() - t0
-        progress.iteration_started_ns = 0
+        try:
+            t0 = clock()
+            progress.iteration_started_ns = t0
+            _one_iteration(workload, None, None, 0, None, progress)
+            holder["ns"] = clock() - t0
+            progress.iteration_started_ns = 0
+        except Abandoned:
+            raise
+        except BaseException as exc:
+            _note_failure(exc, progress, ())
+            raise
 
     run_watched(body, progress, settings.stall, clock=clock)
     ns = holder["ns"]
-    timings = Timings(samples_ns=(ns,), round_sizes=(1,), items_per_iteration=states["smoke"].items_per_iteration,
+    timings = Timings(samples_ns=(ns,), round_sizes=(1,), items_per_iteration=workload.items_per_iteration,
                       first_call_ns=ns)
     return RawRun(timings=timings, memory=(), input_wait_ns=())
 
 
 def _one_iteration(w: Workload, sync: Callable[[], None] | None, waits: list[int] | None, index: int,
-                   clock: Clock | None = None) -> object:
+                   clock: Clock | None = None, progress: Progress | None = None) -> object:
     if w.pull is not None:
+        if progress is not None:
+            progress.detail = "waiting for the next dataset element"
         if clock is not None and waits is not None:
             t0 = clock()
             element = w.pull()
             waits.append(clock() - t0)
         else:
             element = w.pull()
+        if progress is not None:
+            progress.detail = "in the step" if w.step is not None else ""
         out = w.step(element) if w.step is not None else element
+        if progress is not None:
+            progress.detail = ""
     else:
         out = w.call()
     if sync is not None:
@@ -234,24 +379,26 @@ def _one_iteration(w: Workload, sync: Callable[[], None] | None, waits: list[int
 def _warm_up(st: _VariantState, settings: RunSettings, clock: Clock, sync: Callable[[], None] | None,
              progress: Progress) -> None:
     w = st.workload
-    progress.phase = "first call" + (f" of '{st.name}'" if st.name else "")
+    of = f" of '{st.label}'" if st.label else ""
+    progress.phase = "first call" + of
+    progress.typical_ns = None  # a first call traces and compiles: only the ceiling applies
     traces_before = w.trace_total() if w.trace_total is not None else None
     t0 = clock()
     progress.iteration_started_ns = t0
-    _one_iteration(w, sync, None, st.iteration_index)
+    _one_iteration(w, sync, None, st.iteration_index, None, progress)
     st.iteration_index += 1
     t1 = clock()
     progress.iteration_started_ns = 0
     st.first_call_ns = t1 - t0
     # The first call traces and compiles; later calls still settle (caches,
     # autotuning). Keep warming until warmup_s has passed, at least once more.
-    progress.phase = "warm-up" + (f" of '{st.name}'" if st.name else "")
+    progress.phase = "warm-up" + of
     warm: list[int] = []
     deadline = t1 + int(settings.warmup_s * 1e9)
     while not warm or (clock() < deadline and len(warm) < settings.max_warmup_iterations):
         a = clock()
         progress.iteration_started_ns = a
-        _one_iteration(w, sync, None, st.iteration_index)
+        _one_iteration(w, sync, None, st.iteration_index, None, progress)
         st.iteration_index += 1
         b = clock()
         warm.append(b - a)
@@ -259,14 +406,19 @@ def _warm_up(st: _VariantState, settings: RunSettings, clock: Clock, sync: Calla
         if settings.warmup_s == 0:
             break
     progress.iteration_started_ns = 0
+    if progress.abandoned:
+        raise Abandoned
     if traces_before is not None and w.trace_total is not None:
         st.traces_first_call = w.trace_total() - traces_before
         st.traces_steady = 0
     st.estimate_ns = stats.median(warm[len(warm) // 2 :]) if len(warm) > 2 else stats.median(warm)
+    st.typical_ns = progress.typical_ns
 
 
 def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], None] | None,
-                 probes: Sequence[MemoryProbeLike], progress: Progress) -> None:
+                 probes: Sequence[MemoryProbeLike], progress: Progress, *, chunk: int | None = None,
+                 round_index: int = 0) -> None:
+    """``n`` timed iterations, in chunks of ``chunk``; memory in use is read between chunks, untimed."""
     for i, probe in enumerate(probes):
         base = probe.reset()
         if st.per_probe_baseline[i] is None:
@@ -275,27 +427,48 @@ def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], Non
     traces_before = w.trace_total() if w.trace_total is not None else None
     samples = st.samples
     start = len(samples)
+    chunk = n if chunk is None else max(1, chunk)
+    growth = st.growth
+    progress.typical_ns = st.typical_ns  # this variant's own, not the one measured before it
+    if growth is not None:
+        growth.record(start, round_index)
+    done = 0
     if w.pull is None and w.check_output is None and sync is None:
-        # The hot path: two clock reads and an append per iteration, nothing else.
+        # The hot path: two clock reads and an append per iteration, nothing
+        # else; the chunking only adds work between chunks.
         call = w.call
         append = samples.append
-        for _ in range(n):
-            t0 = clock()
-            progress.iteration_started_ns = t0
-            call()
-            append(clock() - t0)
+        while done < n:
+            k = min(chunk, n - done)
+            for _ in range(k):
+                t0 = clock()
+                progress.iteration_started_ns = t0
+                call()
+                append(clock() - t0)
+            done += k
+            if progress.abandoned:
+                raise Abandoned
+            if growth is not None:
+                growth.record(len(samples), round_index)
     else:
         waits = st.waits if w.pull is not None else None
-        for _ in range(n):
-            t0 = clock()
-            progress.iteration_started_ns = t0
-            _one_iteration(w, sync, waits, st.iteration_index, clock)
-            st.iteration_index += 1
-            samples.append(clock() - t0)
+        while done < n:
+            k = min(chunk, n - done)
+            for _ in range(k):
+                t0 = clock()
+                progress.iteration_started_ns = t0
+                _one_iteration(w, sync, waits, st.iteration_index, clock, progress)
+                st.iteration_index += 1
+                samples.append(clock() - t0)
+            done += k
+            if progress.abandoned:
+                raise Abandoned
+            if growth is not None:
+                growth.record(len(samples), round_index)
     progress.iteration_started_ns = 0
     st.round_sizes.append(len(samples) - start)
     progress.iterations_done += n
-    progress.typical_ns = stats.median(samples[start:])
+    st.typical_ns = progress.typical_ns = stats.median(samples[start:])
     if traces_before is not None and w.trace_total is not None:
         st.traces_steady = (st.traces_steady or 0) + w.trace_total() - traces_before
     for i, probe in enumerate(probes):

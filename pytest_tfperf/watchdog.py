@@ -8,10 +8,18 @@ resources. The stuck measuring thread is abandoned (it is a daemon thread):
 nothing in Python can interrupt a call blocked inside TensorFlow's C++, but the
 session can go on to the next test.
 
+An abandoned thread that comes back to life (a ``time.sleep`` in a
+``tf.py_function`` that ends after all) sees ``progress.abandoned`` and stops
+at its next chunk of iterations, so it cannot measure behind the next test's
+back; one that never comes back does not keep the process from exiting (it is
+a daemon thread, and TensorFlow's blocked threads are native).
+
 Where even that is impossible, because the stuck code holds the GIL so that
 the calling thread never runs again, ``faulthandler`` is armed as a last resort:
-past ``hard_exit_s`` it dumps every thread's stack and exits the process, so
-CI gets a clear trace instead of a silent hang.
+if the watching loop has not run for ``hard_exit_s`` it dumps every thread's
+stack ("Timeout (h:mm:ss)!" then the stacks) and exits the process, so CI gets
+a trace instead of a silent hang. The watching loop re-arms it as it polls,
+so a long but healthy measurement is never cut short.
 """
 
 from __future__ import annotations
@@ -61,26 +69,46 @@ class StallPolicy:
 
 class ProgressView(Protocol):
     phase: str
+    detail: str
     iteration_started_ns: int
     typical_ns: float | None
     iterations_done: int
+    abandoned: bool
 
 
 class StallError(Exception):
     """An iteration ran past its deadline; ``report`` says where every thread was."""
 
-    def __init__(self, summary: str, report: str) -> None:
+    def __init__(self, summary: str, report: str, *, waited_ns: int = 0, deadline_ns: int = 0,
+                 phase: str = "", iterations_done: int = 0) -> None:
         super().__init__(f"{summary}\n\n{report}")
         self.summary = summary
         self.report = report
+        self.waited_ns = waited_ns
+        self.deadline_ns = deadline_ns
+        self.phase = phase
+        self.iterations_done = iterations_done
 
 
-_abandoned: list[threading.Thread] = []
+_abandoned: list[tuple[threading.Thread, str]] = []
+REARM_EVERY_S = 5.0  # how often the watching loop pushes the hard-exit timer back
 
 
 def abandoned_threads() -> list[threading.Thread]:
     """Measuring threads given up on after a stall that are still alive."""
-    return [t for t in _abandoned if t.is_alive()]
+    return [t for t, _ in _abandoned if t.is_alive()]
+
+
+def abandoned_summary() -> list[str]:
+    """Lines for the end of the session about measuring threads still stuck, or none."""
+    alive = [(t, where) for t, where in _abandoned if t.is_alive()]
+    if not alive:
+        return []
+    lines = [f"{len(alive)} measuring thread(s) abandoned after a stall are still blocked:"]
+    lines += [f"  {t.name} ({t.ident}): {where}" for t, where in alive]
+    lines.append("  They are daemon threads and do not keep the process alive; a test that ran after them "
+                 "shared the machine with whatever they still do.")
+    return lines
 
 
 def run_watched(
@@ -104,25 +132,31 @@ def run_watched(
             outcome["exc"] = exc
 
     worker = threading.Thread(target=target, name="tfperf-measure", daemon=True)
-    armed = policy.hard_exit_s is not None
-    if armed:
-        faulthandler.dump_traceback_later(policy.hard_exit_s, exit=True)  # type: ignore[arg-type]
+    hard_exit_s = policy.hard_exit_s
+    armed_at = time.monotonic()
+    if hard_exit_s is not None:
+        faulthandler.dump_traceback_later(hard_exit_s, exit=True)
     try:
         worker.start()
         while True:
             worker.join(policy.poll_s)
             if not worker.is_alive():
                 break
+            if hard_exit_s is not None and time.monotonic() - armed_at > min(REARM_EVERY_S, hard_exit_s / 4):
+                faulthandler.dump_traceback_later(hard_exit_s, exit=True)
+                armed_at = time.monotonic()
             started = progress.iteration_started_ns
             if not started:
                 continue
             waited = clock() - started
             deadline = policy.deadline_ns(progress.typical_ns)
             if waited > deadline:
-                _abandoned.append(worker)
-                raise _stall_error(worker, progress, waited, deadline, snapshot)
+                progress.abandoned = True
+                error = _stall_error(worker, progress, waited, deadline, snapshot)
+                _abandoned.append((worker, f"stalled in the {error.phase}"))
+                raise error
     finally:
-        if armed:
+        if hard_exit_s is not None:
             faulthandler.cancel_dump_traceback_later()
     if "exc" in outcome:
         raise outcome["exc"]
@@ -131,12 +165,19 @@ def run_watched(
 def _stall_error(worker: threading.Thread, progress: ProgressView, waited_ns: int, deadline_ns: int,
                  snapshot: Callable[[], list[str]] | None) -> StallError:
     typical = progress.typical_ns
-    typical_text = f"typical iteration {typical / 1e6:.1f} ms" if typical else "no iteration had completed yet"
+    typical_text = (f"typical iteration {_duration(typical)}" if typical
+                    else "no iteration had completed yet, so the ceiling applies")
+    detail = getattr(progress, "detail", "")
+    where = progress.phase + (f", {detail}" if detail else "")
     summary = (
-        f"stalled: the {progress.phase} has run {waited_ns / 1e9:.1f} s, past its deadline of "
+        f"stalled in the {where}: the iteration has run {waited_ns / 1e9:.1f} s, past its deadline of "
         f"{deadline_ns / 1e9:.1f} s ({typical_text}; {progress.iterations_done} iterations done). "
         "The measuring thread was abandoned so the session can go on."
     )
+    earlier = [t for t, _ in _abandoned if t.is_alive() and t is not worker]
+    if earlier:
+        summary += (f" {len(earlier)} thread(s) abandoned by earlier stalls are still blocked and may hold "
+                    "what this one waits for.")
     lines = ["Stacks of every Python thread at the stall:"]
     lines += thread_stacks(highlight=worker)
     lines.append("")
@@ -145,7 +186,16 @@ def _stall_error(worker: threading.Thread, progress: ProgressView, waited_ns: in
         lines += (snapshot or resource_snapshot)()
     except Exception as exc:  # noqa: BLE001 - a snapshot must never hide the stall itself
         lines.append(f"  (snapshot failed: {exc!r})")
-    return StallError(summary, "\n".join(lines))
+    return StallError(summary, "\n".join(lines), waited_ns=waited_ns, deadline_ns=deadline_ns, phase=where,
+                      iterations_done=progress.iterations_done)
+
+
+def _duration(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e3:.0f} µs"
 
 
 def thread_stacks(highlight: threading.Thread | None = None) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 from pytest_tfperf import runner
@@ -115,7 +117,7 @@ def test_memory_peaks_are_reset_per_round_and_read_at_round_end() -> None:
     raw = runner.measure({"": runner.Workload(call=work)}, runner.RunSettings(budget_s=0.006, rounds=3, warmup_s=0.0),
                          clock=clock, probes=[probe], watch=False)[""]
     (peak,) = raw.memory
-    assert probe.resets == 3
+    assert probe.resets == 1 + 3  # once before the first call (for OOM messages), then once per round
     assert peak.per_round_peak_bytes == (120, 140, 160)
     assert peak.peak_bytes == 160
     assert peak.baseline_bytes == 100
@@ -186,3 +188,183 @@ def test_smoke_runs_the_workload_exactly_once() -> None:
     raw = runner.smoke(runner.Workload(call=lambda: calls.append(1), items_per_iteration=4), runner.RunSettings())
     assert calls == [1]
     assert raw.timings.iterations == 1 and raw.timings.items_per_iteration == 4
+
+
+class FakeReader:
+    """Memory in use that grows by ``per_call`` bytes each time ``grow()`` runs; reading costs fake time."""
+
+    def __init__(self, clock: FakeClock, cost_ns: int = 0) -> None:
+        self.source = "rss"
+        self.label = "process RSS"
+        self.clock = clock
+        self.cost_ns = cost_ns
+        self.in_use = 1_000_000
+        self.reads = 0
+
+    def read(self) -> int | None:
+        self.reads += 1
+        self.clock.work(self.cost_ns)  # a reading that took time must not show in any sample
+        return self.in_use
+
+
+def test_memory_is_read_between_chunks_untimed_with_the_iteration_index() -> None:
+    clock = FakeClock()
+    reader = FakeReader(clock, cost_ns=7_000_000)
+
+    def work() -> None:
+        clock.work(1_000_000)
+        reader.in_use += 4096
+
+    raw = runner.measure({"": runner.Workload(call=work)}, runner.RunSettings(budget_s=0.5, rounds=5, warmup_s=0.0),
+                         clock=clock, watch=False, memory_readers=[reader])[""]
+    assert set(raw.timings.samples_ns) == {1_000_000}  # 7 ms readings never inside an iteration
+    (series,) = raw.memory_series
+    assert 60 <= len(series.iterations) <= 80  # about TARGET_READINGS, plus one at each round start
+    assert series.iterations[0] == 0 and series.iterations[-1] == raw.timings.iterations
+    assert sorted(set(series.rounds)) == [0, 1, 2, 3, 4]
+    # the reading follows the iterations it comes after: 4 KiB each, exactly
+    steps = [(b - a, yb - ya) for a, b, ya, yb in zip(series.iterations, series.iterations[1:], series.bytes_in_use,
+                                                      series.bytes_in_use[1:]) if b > a]
+    assert steps and all(dy == 4096 * dx for dx, dy in steps)
+
+
+def test_without_readers_nothing_is_read_and_no_series_is_reported() -> None:
+    clock = FakeClock()
+    raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000))},
+                         runner.RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock, watch=False)[""]
+    assert raw.memory_series == ()
+
+
+def test_a_failed_reader_drops_its_series_instead_of_faking_a_step() -> None:
+    clock = FakeClock()
+    good, bad = FakeReader(clock), FakeReader(clock)
+    bad.source = "tf_allocator[CPU:0]"
+    calls = {"n": 0}
+
+    def flaky() -> int | None:
+        calls["n"] += 1
+        return None if calls["n"] == 5 else 123
+
+    bad.read = flaky  # type: ignore[method-assign]
+    raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000_000))},
+                         runner.RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0), clock=clock, watch=False,
+                         memory_readers=[good, bad])[""]
+    assert [s.source for s in raw.memory_series] == ["rss"]
+
+
+def test_pull_and_step_are_also_measured_apart_within_the_same_budget() -> None:
+    clock = FakeClock()
+    cached: list[int] = []
+
+    def pull() -> int:
+        clock.work(3_000_000)
+        cached.append(len(cached))
+        return cached[-1]
+
+    stepped: list[object] = []
+
+    def step(element: object) -> None:
+        clock.work(1_000_000)
+        stepped.append(element)
+
+    w = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=8)
+    settings = runner.RunSettings(budget_s=0.4, rounds=4, warmup_s=0.0)
+    start = clock.now
+    raw = runner.measure({"": w}, settings, clock=clock, watch=False)[""]
+    split = raw.input_split
+    assert split is not None
+    assert set(raw.timings.samples_ns) == {4_000_000}
+    assert set(split.dataset_alone.samples_ns) == {3_000_000}
+    assert set(split.step_alone.samples_ns) == {1_000_000}
+    assert split.step_alone.items_per_iteration == 8
+    # the step alone re-runs one cached element
+    (element, times), = collections.Counter(stepped).most_common(1)
+    assert times >= split.step_alone.iterations  # every timed step-alone call, on the same element
+    # together 60%, each side alone 20% of the measured budget
+    together_ns, dataset_ns, step_ns = (sum(t.samples_ns) for t in (raw.timings, split.dataset_alone,
+                                                                   split.step_alone))
+    assert together_ns == pytest.approx(0.6 * 0.4e9, rel=0.05)
+    assert dataset_ns == pytest.approx(0.2 * 0.4e9, rel=0.15)  # whole iterations per round: 6 x 3 ms
+    assert step_ns == pytest.approx(0.2 * 0.4e9, rel=0.05)
+    assert clock.now - start < 0.5e9  # warm-ups included: the split does not stretch the budget
+    assert len(raw.input_wait_ns) == raw.timings.iterations  # waits are the together phase's only
+
+
+def test_split_can_be_turned_off() -> None:
+    clock = FakeClock()
+    w = runner.Workload(call=lambda: 1, pull=lambda: clock.work(1_000), step=lambda e: clock.work(1_000))
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock,
+                         watch=False, split_input=False)[""]
+    assert raw.input_split is None and raw.input_wait_ns
+
+
+def test_an_error_leaves_with_where_it_happened_and_the_peaks_at_that_moment() -> None:
+    clock = FakeClock()
+    probe = FakeProbe()
+    calls = {"n": 0}
+
+    def work() -> None:
+        calls["n"] += 1
+        clock.work(1_000_000)
+        if calls["n"] == 30:
+            probe.high = 5_000
+            raise MemoryError("no more")
+
+    with pytest.raises(MemoryError) as info:
+        runner.measure({"": runner.Workload(call=work)}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0),
+                       clock=clock, probes=[probe], watch=False)
+    exc = info.value
+    assert exc.tfperf_phase.startswith("round ")  # type: ignore[attr-defined]
+    assert exc.tfperf_peaks == (("tf_allocator", "CPU:0", 5_000, None),)  # type: ignore[attr-defined]
+    assert exc.tfperf_peaks_since == "this round"  # type: ignore[attr-defined]
+
+
+def test_an_abandoned_measurement_stops_at_its_next_chunk() -> None:
+    clock = FakeClock()
+    progress_seen: list[runner.Progress] = []
+    calls = {"n": 0}
+
+    def work() -> None:
+        calls["n"] += 1
+        clock.work(1_000_000)
+
+    st = runner._VariantState("", runner.Workload(call=work))
+    st.per_probe_rounds, st.per_probe_baseline = [], []
+    progress = runner.Progress()
+    progress_seen.append(progress)
+    progress.abandoned = True  # as the watchdog sets it after a stall
+    with pytest.raises(runner.Abandoned):
+        runner._timed_round(st, 100, clock, None, (), progress, chunk=10)
+    assert calls["n"] == 10
+
+
+def test_each_round_starts_with_its_own_variants_typical_time() -> None:
+    clock = FakeClock()
+    seen: dict[str, set[float | None]] = {"a": set(), "b": set()}
+    holder: dict[str, runner.Progress] = {}
+
+    def make(name: str, ns: int):  # type: ignore[no-untyped-def]
+        def work() -> None:
+            clock.work(ns)
+            progress = holder.get("p")
+            if progress is not None and progress.phase.startswith("round"):
+                seen[name].add(progress.typical_ns)
+        return work
+
+    original = runner.Progress
+
+    class Spy(original):  # type: ignore[valid-type, misc]
+        __slots__ = ()
+
+        def __init__(self) -> None:
+            super().__init__()
+            holder["p"] = self
+
+    runner.Progress = Spy  # type: ignore[misc]
+    try:
+        runner.measure({"a": runner.Workload(call=make("a", 1_000_000)),
+                        "b": runner.Workload(call=make("b", 50_000_000))},
+                       runner.RunSettings(budget_s=0.2, rounds=3, warmup_s=0.0), clock=clock, watch=False)
+    finally:
+        runner.Progress = original  # type: ignore[misc]
+    assert seen["a"] == {1_000_000} and seen["b"] == {50_000_000}

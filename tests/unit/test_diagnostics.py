@@ -1,0 +1,96 @@
+"""Input-bound diagnosis from synthetic measurements: classified as TensorFlow's profiler does."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tfperf import diagnostics
+from pytest_tfperf.model import Timings
+from pytest_tfperf.runner import InputSplit, RawRun
+
+
+def _timings(ns: int, n: int = 40, items: float = 1.0) -> Timings:
+    return Timings(samples_ns=(ns,) * n, round_sizes=(n // 2, n - n // 2), items_per_iteration=items,
+                   first_call_ns=ns * 10)
+
+
+def _raw(step_ns: int, wait_ns: int, *, dataset_alone_ns: int | None = None,
+         step_alone_ns: int | None = None) -> RawRun:
+    split = None
+    if dataset_alone_ns is not None and step_alone_ns is not None:
+        split = InputSplit(dataset_alone=_timings(dataset_alone_ns), step_alone=_timings(step_alone_ns))
+    return RawRun(timings=_timings(step_ns + wait_ns), memory=(), input_wait_ns=(wait_ns,) * 40, input_split=split)
+
+
+@pytest.mark.parametrize(("step_ns", "wait_ns", "words", "severity"), [
+    (360_000, 640_000, "highly input-bound", "warning"),  # 64% waiting
+    (1_000_000, 250_000, "highly input-bound", "warning"),  # 20%
+    (1_000_000, 60_000, "moderately input-bound", "warning"),  # 5.7%
+    (1_000_000, 10_000, "not input-bound", "info"),  # 1%
+])
+def test_input_bound_uses_the_profilers_5_and_20_percent_thresholds(step_ns: int, wait_ns: int, words: str,
+                                                                    severity: str) -> None:
+    d, fraction = diagnostics.input_bound(_raw(step_ns, wait_ns))
+    assert fraction == pytest.approx(wait_ns / (step_ns + wait_ns))
+    assert d.summary.startswith(f"{words}: {fraction:.0%} of each step waits for data")
+    assert d.severity == severity and d.kind == "input_bound"
+    assert dict(d.figures)["input_bound_fraction"] == fraction
+
+
+def test_the_boundaries_are_inclusive() -> None:
+    assert diagnostics.input_bound(_raw(800_000, 200_000))[0].summary.startswith("highly")  # 20.0%
+    assert diagnostics.input_bound(_raw(950_000, 50_000))[0].summary.startswith("moderately")  # 5.0%
+    assert diagnostics.input_bound(_raw(950_001, 49_999))[0].summary.startswith("not input-bound")
+
+
+def test_the_split_says_in_plain_words_which_side_is_slow() -> None:
+    # together 2.44 ms per element, 64% of it waiting; the dataset alone 410/s, the step alone 1,220/s
+    raw = _raw(880_000, 1_560_000, dataset_alone_ns=2_439_024, step_alone_ns=819_672)
+    extras, diagnoses = diagnostics.analyse(raw)
+    (d,) = diagnoses
+    assert d.summary.startswith("highly input-bound: 64% of each step waits for data; the dataset alone delivers "
+                                "410 elements/s, the step alone 1,220, the two together 410")
+    assert "The input pipeline is the slower side" in d.summary
+    metrics = dict(extras)
+    assert metrics["input_bound_fraction"] == pytest.approx(0.639, abs=0.001)
+    assert metrics["dataset_alone_elements_per_s"] == pytest.approx(410, rel=1e-3)
+    assert metrics["step_alone_elements_per_s"] == pytest.approx(1220, rel=1e-3)
+
+
+def test_a_waiting_step_with_a_fast_dataset_points_at_prefetching_not_at_the_dataset() -> None:
+    raw = _raw(900_000, 100_000, dataset_alone_ns=50_000, step_alone_ns=900_000)
+    d, _ = diagnostics.input_bound(raw)
+    assert "moderately input-bound" in d.summary and "keeps up with the step, yet the step waits" in d.summary
+
+
+def test_a_healthy_pipeline_is_not_flagged_and_gets_no_advice() -> None:
+    raw = _raw(990_000, 10_000, dataset_alone_ns=20_000, step_alone_ns=990_000)
+    d, fraction = diagnostics.input_bound(raw)
+    assert fraction == pytest.approx(0.01)
+    assert d.severity == "info" and d.summary.startswith("not input-bound: 1% of each step waits for data")
+    assert "Try" not in d.summary and "slower side" not in d.summary and "yet the step waits" not in d.summary
+
+
+def test_without_the_split_the_wait_and_step_are_given_per_iteration() -> None:
+    d, _ = diagnostics.input_bound(_raw(750_000, 250_000))
+    assert "(0.25 ms waiting, 0.75 ms in the step, per iteration)" in d.summary
+
+
+def test_workloads_without_input_waits_get_no_input_diagnosis() -> None:
+    raw = RawRun(timings=_timings(1000), memory=(), input_wait_ns=())
+    assert diagnostics.analyse(raw) == ((), ())
+
+
+def test_the_metric_is_gateable_by_the_marker_budget() -> None:
+    from pytest_tfperf.budgets import budgets_from_marker, check_budgets
+    from pytest_tfperf.config import MarkerOptions
+    from pytest_tfperf.runner import build_measurement
+
+    options = MarkerOptions(max_input_bound_fraction=0.1)
+    for wait, expected in ((640_000, 1), (10_000, 0)):
+        raw = _raw(1_000_000 - wait, wait)
+        extras, diagnoses = diagnostics.analyse(raw)
+        m = build_measurement("t", "iterate", raw, extra_metrics=extras, diagnoses=diagnoses)
+        violations = check_budgets(m, budgets_from_marker(options))
+        assert len(violations) == expected
+        assert all(v.metric == "input_bound_fraction" for v in violations)
