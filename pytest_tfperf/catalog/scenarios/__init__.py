@@ -1,0 +1,32 @@
+"""The scenario modules, in catalog order.
+
+Each has ``KEY``, ``TITLE``, ``METRIC``, ``COMPARISONS`` and ``build(size)``,
+and may declare ``NEEDS_GPU`` (the reason to skip without one),
+``NEEDS_IDLE_CORES`` (its effect is using more cores, so a busy machine hides
+it) and ``TFPERF_MARKER`` (``@pytest.mark.tfperf`` settings for its test).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+MODULES = (
+    "allocation_in_loop",
+    "host_to_device",
+    "input_pipeline",
+    "vectorised_preprocessing",
+    "session_churn",
+    "oversized_batch",
+    "eager_memory_growth",
+    "retracing",
+    "numerical_instability",
+    "thread_starvation",
+    "gpu_memory_config",
+)
+
+
+def load(key: str) -> ModuleType:
+    if key not in MODULES:
+        raise KeyError(f"no catalog scenario {key!r}; known: {', '.join(MODULES)}")
+    return importlib.import_module(f"{__name__}.{key}")
