@@ -1,0 +1,192 @@
+"""Measure the anti-pattern catalog and print (or write into the README) the table of its effects.
+
+    python benchmarks/catalog_table.py                      # run the catalog with --tfperf, print the table
+    python benchmarks/catalog_table.py --readme README.md   # ...and replace the table between the markers
+    python benchmarks/catalog_table.py --effects run.jsonl  # render effects recorded by an earlier run
+
+The numbers come from a real ``pytest --tfperf`` run of ``benchmarks/test_catalog.py``:
+each test appends its effects to the file named by ``TFPERF_CATALOG_EFFECTS``,
+and the machine is read from the ``--tfperf-json`` document of the same run.
+Nothing in the table is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+START_MARKER = "<!-- catalog-table:start -->"
+END_MARKER = "<!-- catalog-table:end -->"
+HERE = Path(__file__).resolve().parent
+
+
+def run_catalog(effects_path: Path, json_path: Path, pytest_args: Sequence[str]) -> int:
+    env = dict(os.environ, TFPERF_CATALOG_EFFECTS=str(effects_path))
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    command = [sys.executable, "-m", "pytest", "--tfperf", f"--tfperf-json={json_path}", "-p", "no:cacheprovider",
+               "-q", str(HERE / "test_catalog.py"), *pytest_args]
+    print("running:", " ".join(command), file=sys.stderr)
+    return subprocess.call(command, env=env, cwd=HERE.parent)
+
+
+def load_effects(path: Path) -> list[dict[str, object]]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{path}:{number}: not a JSON line ({exc}); was the file written by the catalog?")
+    if not rows:
+        raise SystemExit(f"{path}: no effects recorded; did the catalog tests run (and with --tfperf)?")
+    return rows
+
+
+def machine_line(json_path: Path) -> str:
+    if not json_path.exists():
+        return ""
+    try:
+        from pytest_tfperf.results_json import load_results
+
+        hard = load_results(json_path).environment.hard_dict()
+    except Exception as exc:  # noqa: BLE001 - the table is still worth printing without the machine
+        return f"(machine unknown: {exc})"
+    return (f"Measured on {hard.get('cpu.model', '?')}, {hard.get('cpu.cores', '?')} cores, "
+            f"{hard.get('tensorflow', '?')}, {hard.get('python', '?')}.")
+
+
+def _number(value: object) -> str:
+    if not isinstance(value, (int, float)):
+        return "–"
+    if math.isinf(value):
+        return "∞"
+    return f"{value:.3g}"
+
+
+def _effect_cell(row: dict[str, object]) -> str:
+    value = row["value"]
+    metric = row["metric"]
+    if value is None:
+        return "not measured"
+    if metric == "first_non_finite_iteration":
+        return "anti's loss stayed finite" if isinstance(value, float) and math.isinf(value) else \
+            f"anti's loss NaN/Inf at iteration {_number(value)}; fix's stays finite"
+    if metric == "memory_growth":
+        return f"{value:.0%} more of each iteration's output kept, per iteration"
+    if metric == "traces":
+        return f"{_number(value)} fewer traces per call"
+    return f"{_number(value)}x"
+
+
+def _gate_cell(row: dict[str, object]) -> str:
+    if not row["gated"]:
+        return "reported only"
+    if row["metric"] == "first_non_finite_iteration":
+        return f"NaN by iteration {_number(row['min_effect'])}"
+    return f">= {_number(row['min_effect'])}"
+
+
+def _not_run_rows(rows: list[dict[str, object]]) -> list[str]:
+    from pytest_tfperf.catalog.scenarios import MODULES, load
+
+    seen = {row["scenario"] for row in rows}
+    out = []
+    for number, key in enumerate(MODULES, 1):
+        if key not in seen:
+            module = load(key)
+            reason = getattr(module, "NEEDS_GPU", "not run")
+            out.append(f"| {number}. {module.TITLE} | – | {module.METRIC.value} | not run here: {reason} | – | – | – "
+                       "| – |")
+    return out
+
+
+def _pass_cell(row: dict[str, object]) -> str:
+    if row.get("not_judged"):
+        return f"not judged: {row['not_judged']}"
+    if not row["gated"]:
+        return "–"
+    return "yes" if row["passed"] else "NO"
+
+
+def render(rows: list[dict[str, object]], machine: str, command: str) -> str:
+    from pytest_tfperf.catalog.scenarios import MODULES
+
+    lines = [
+        f"{machine} Size: {rows[0].get('catalog_size', '?')}. Produced by `{command}`.",
+        "",
+        "| Scenario | Anti-pattern → fix | Metric | Effect | Spread over rounds | Gate | Pass | Other load |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    number = {key: i for i, key in enumerate(MODULES, 1)}
+    for row in sorted(rows, key=lambda r: number.get(str(r["scenario"]), 99)):
+        spread = row.get("spread")
+        spread_cell = f"{_number(spread[0])}–{_number(spread[1])}x" if isinstance(spread, list) else "deterministic"
+        if row["metric"] in ("throughput", "tf_allocator_peak", "device_memory_reserved") and not isinstance(
+                spread, list):
+            spread_cell = "–"
+        title = row.get("title", row["scenario"])
+        pair = f"{row.get('anti_summary', row['anti'])} → {row.get('fix_summary', row['fix'])}"
+        lines.append(
+            f"| {number.get(str(row['scenario']), '?')}. {title} | {pair} | {row['metric']} | {_effect_cell(row)} | "
+            f"{spread_cell} | {_gate_cell(row)} | {_pass_cell(row)} | "
+            f"{_number(row.get('other_processes_cores'))} |"
+        )
+    lines += _not_run_rows(rows)
+    lines += ["", "Effect: throughput is the fix's best round over the anti-pattern's (rounds interleaved); peak "
+              "memory is the anti-pattern's transient TensorFlow allocator peak over the fix's. Spread: the lowest "
+              "and highest ratio of rounds run back to back. Other load: average cores used by other processes "
+              "while the scenario was measured (a busy machine hides the effects that come from using more cores)."]
+    return "\n".join(lines) + "\n"
+
+
+def write_into(readme: Path, table: str) -> None:
+    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    if START_MARKER in text and END_MARKER in text:
+        head, rest = text.split(START_MARKER, 1)
+        _, tail = rest.split(END_MARKER, 1)
+        text = f"{head}{START_MARKER}\n{table}{END_MARKER}{tail}"
+    else:
+        raise SystemExit(f"{readme}: no {START_MARKER} ... {END_MARKER} block to replace; add one where the "
+                         f"table belongs")
+    readme.write_text(text, encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--effects", type=Path, help="render this effects file instead of running the catalog")
+    parser.add_argument("--results-json", type=Path, help="the --tfperf-json document of that run (machine line)")
+    parser.add_argument("--readme", type=Path, help="replace the table between the catalog-table markers here")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    args = parser.parse_args(argv)
+    command = "python benchmarks/catalog_table.py" + (f" --readme {args.readme}" if args.readme else "")
+    if args.effects is not None:
+        rows = load_effects(args.effects)
+        machine = machine_line(args.results_json) if args.results_json else ""
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            effects_path, json_path = Path(tmp) / "effects.jsonl", Path(tmp) / "results.json"
+            status = run_catalog(effects_path, json_path, args.pytest_args)
+            if not effects_path.exists():
+                raise SystemExit(f"the catalog run recorded no effects (pytest exit status {status})")
+            rows = load_effects(effects_path)
+            machine = machine_line(json_path)
+            if status != 0:
+                print(f"warning: pytest exited with status {status}; the table shows what was measured",
+                      file=sys.stderr)
+    table = render(rows, machine, command)
+    if args.readme:
+        write_into(args.readme, table)
+        print(f"table written into {args.readme}", file=sys.stderr)
+    sys.stdout.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
