@@ -48,7 +48,9 @@ def _slow_element(x):
 
 
 def _busy_step(element):
-    end = time.perf_counter() + 0.008
+    # Long against what a pull costs after a busy Python step: 0.4 ms here, up to 1.5 ms when other
+    # processes keep both cores busy (thread wake-ups), so the healthy case stays well under 10%.
+    end = time.perf_counter() + 0.025
     while time.perf_counter() < end:
         pass
     return element
@@ -106,8 +108,19 @@ def test_finite(tfperf):
 """
 
 
+def _overcommits_everything() -> bool:
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as fh:
+            return fh.read().strip() == "1"
+    except OSError:
+        return False
+
+
 def test_each_diagnosis_fails_its_own_test_and_lets_the_healthy_ones_pass(pytester: pytest.Pytester,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    if _overcommits_everything():
+        # A 1 TiB request would then succeed on paper and be filled page by page until the OOM killer came.
+        pytest.skip("vm.overcommit_memory=1: a real out-of-memory error cannot be provoked safely here")
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
     monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
     pytester.makepyfile(test_cases=TF_CASES)
@@ -148,7 +161,7 @@ def test_each_diagnosis_fails_its_own_test_and_lets_the_healthy_ones_pass(pytest
     assert "During handling of the above exception" not in out  # each failure is told once
     # the terminal summary repeats the diagnoses (the input-bound one even when healthy) and every failure
     result.stdout.fnmatch_lines([
-        "*test_cases.py::test_not_input_bound: not input-bound: *% of each step waits for data; the dataset alone*",
+        "*test_cases.py::test_not_input_bound: *input-bound: ?% of each step waits for data; the dataset alone*",
         "*test_cases.py::test_leaks: memory grows by *",
         "*test_cases.py::test_stalls: FAILED (stall): stalled in the *",
         "*test_cases.py::test_oom: FAILED (oom): out of memory on CPU:0*; batch size 4,096",
