@@ -87,6 +87,7 @@ MARKER_FIELDS: dict[str, str] = {
     "stall_floor_s": "shortest stall deadline",
     "stall_ceiling_s": "longest stall deadline (and the deadline of the first call)",
     "check_finite": "fail at the first non-finite loss returned by the workload",
+    "batch_size": "batch size of the workload, named in out-of-memory failures",
 }
 
 
@@ -111,6 +112,7 @@ class MarkerOptions:
     stall_floor_s: float | None = None
     stall_ceiling_s: float | None = None
     check_finite: bool = False
+    batch_size: int | None = None
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], where: str) -> MarkerOptions:
@@ -134,8 +136,8 @@ def _check_marker_value(name: str, value: Any, where: str) -> None:
         if not isinstance(value, int) or value < 0:
             raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a whole number >= 0, got {value!r}")
         return
-    if name == "rounds" and (not isinstance(value, int) or value < 1):
-        raise ValueError(f"{where}: @pytest.mark.tfperf(rounds=...) must be a whole number >= 1, got {value!r}")
+    if name in ("rounds", "batch_size") and (not isinstance(value, int) or value < 1):
+        raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a whole number >= 1, got {value!r}")
     if name in ("tolerance", "max_input_bound_fraction") and not 0 < value < 1:
         raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a fraction between 0 and 1, got {value!r}")
     if name == "stall_multiple" and value <= 1:

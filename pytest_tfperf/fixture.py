@@ -147,13 +147,15 @@ class TfPerf:
             if not self._config.measure:
                 return self._smoke(workloads, mode, settings)
             return self._session.measure_and_judge(self, workloads, mode, settings)
-        except numerics.NonFiniteError as exc:
-            _fail(f"{self._test_id}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - only OOMs are translated; everything else propagates
-            explained = self._session.explain_exhaustion(exc, self._test_id)
+        except Exception as exc:  # noqa: BLE001 - stalls, OOMs and NaNs become clear failures; the rest propagates
+            explained = self._session.record_failure(
+                exc, self._test_id, batch_size=self._options.batch_size,
+                items_per_iteration=next(iter(workloads.values())).items_per_iteration)
             if explained is None:
                 raise
-            _fail(explained)
+        # Failed outside the except block: the text already holds the error,
+        # and pytest would otherwise print it a second time as the context.
+        _fail(explained)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _smoke(self, workloads: dict[str, runner.Workload], mode: str,
