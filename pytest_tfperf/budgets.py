@@ -116,6 +116,17 @@ def budgets_from_marker(options: object) -> Budgets:
     )
 
 
+def extra_metric_unit(name: str) -> str:
+    """The unit of a diagnostics metric, read from the suffix of its name."""
+    if name.endswith("_bytes_per_iteration"):
+        return "bytes/iteration"
+    if name.endswith("_fraction"):
+        return "fraction"
+    if name.endswith("_per_s"):
+        return "items/s"
+    return ""
+
+
 def check_budgets(m: Measurement, budgets: Budgets) -> tuple[BudgetViolation, ...]:
     """Every limit that ``m`` crosses. Limits that cannot be checked are listed by ``unchecked_budgets``."""
     out: list[BudgetViolation] = []
@@ -140,11 +151,12 @@ def check_budgets(m: Measurement, budgets: Budgets) -> tuple[BudgetViolation, ..
     for name, limit in budgets.max_extra:
         value = m.extra(name)
         if value is not None and value > limit:
-            out.append(BudgetViolation(metric=name, limit=limit, measured=value, unit=""))
+            out.append(BudgetViolation(metric=name, limit=limit, measured=value, unit=extra_metric_unit(name)))
     for name, limit in budgets.min_extra:
         value = m.extra(name)
         if value is not None and value < limit:
-            out.append(BudgetViolation(metric=f"{name} (minimum)", limit=limit, measured=value, unit=""))
+            out.append(BudgetViolation(metric=f"{name} (minimum)", limit=limit, measured=value,
+                                       unit=extra_metric_unit(name)))
     return tuple(out)
 
 

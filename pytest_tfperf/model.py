@@ -234,4 +234,8 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value / 2**20:,.1f} MiB"
     if unit == "items/s":
         return f"{value:,.1f} items/s"
+    if unit == "bytes/iteration":
+        return f"{value / 2**10:,.1f} KiB/iteration"
+    if unit == "fraction":
+        return f"{value:.1%}"
     return f"{value:g} {unit}".strip()

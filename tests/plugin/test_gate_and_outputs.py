@@ -37,7 +37,9 @@ def test_other(tfperf):
     tfperf(lambda: sum(range(500)))
 """
 
-FAST = ["--tfperf", "--tfperf-budget=0.3", "-p", "no:randomly"]
+# A wide tolerance (decisions at 25%) keeps this busy 2-core machine's noise out of the
+# verdicts of unchanged tests; the slowdowns these tests make on purpose are 3x.
+FAST = ["--tfperf", "--tfperf-budget=0.3", "--tfperf-tolerance=50%"]
 
 
 def run(pytester: pytest.Pytester, *args: str, work_n: int = 2000) -> pytest.RunResult:
@@ -103,8 +105,7 @@ def test_update_then_regression_fails_exactly_the_slower_test(pytester: pytest.P
 
     # Three times the work for the same number of items: a 3x slowdown of test_fast only.
     pytester.makepyfile(WORKLOAD.replace("tfperf(work, items=N)", "tfperf(work, items=2000)"))
-    # A wide tolerance keeps this machine's noise out of test_other's verdict; test_fast is 3x slower.
-    result = run(pytester, "--tfperf-tolerance=50%", work_n=6000)
+    result = run(pytester, work_n=6000)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*::test_fast: performance regressed against its baseline",
