@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from pytest_tfperf import stats
 from pytest_tfperf.memory_growth import GrowthRecorder, MemoryReader, MemorySeries, chunk_size, readers_for
+from pytest_tfperf.memory_probes import collect_peak
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 from pytest_tfperf.watchdog import StallPolicy, run_watched
 
@@ -254,7 +255,7 @@ def measure(
             continue
         timings = _timings(st)
         memory = tuple(
-            _collect_peak(probe, st.per_probe_rounds[i], st.per_probe_baseline[i]) for i, probe in enumerate(probes)
+            collect_peak(probe, st.per_probe_rounds[i], st.per_probe_baseline[i]) for i, probe in enumerate(probes)
         )
         alone = {aux.label: _timings(aux) for aux in states if aux.aux_of == st.name}
         split = InputSplit(alone[DATASET_ALONE], alone[STEP_ALONE]) if alone else None
@@ -473,17 +474,6 @@ def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], Non
         st.traces_steady = (st.traces_steady or 0) + w.trace_total() - traces_before
     for i, probe in enumerate(probes):
         st.per_probe_rounds[i].append(probe.peak())
-
-
-def _collect_peak(probe: MemoryProbeLike, per_round: list[int | None], baseline: int | None) -> MemoryPeak:
-    if probe.unavailable is not None:
-        return MemoryPeak(source=probe.source, device=probe.device, peak_bytes=None, unavailable=probe.unavailable)
-    values = [v for v in per_round if v is not None]
-    if not values:
-        return MemoryPeak(source=probe.source, device=probe.device, peak_bytes=None,
-                          unavailable="the probe returned no reading")
-    return MemoryPeak(source=probe.source, device=probe.device, peak_bytes=max(values), baseline_bytes=baseline,
-                      per_round_peak_bytes=tuple(values))
 
 
 def build_measurement(test_id: str, mode: str, raw: RawRun, *, traces_first_call: int | None = None,
