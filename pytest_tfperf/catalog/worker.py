@@ -54,6 +54,9 @@ class ConfiguredProcess:
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         # Memory growth is the worker's explicit choice, never inherited from the parent's environment.
         env.pop("TF_FORCE_GPU_ALLOW_GROWTH", None)
+        if workload.startswith("cpu_"):
+            # A CPU workload must not map GPU memory at start-up, which TensorFlow does by default.
+            env["CUDA_VISIBLE_DEVICES"] = "-1"
         if gpu_memory_growth is not None:
             args += ["--gpu-memory-growth", "on" if gpu_memory_growth else "off"]
         if gpu_memory_limit_mb is not None:

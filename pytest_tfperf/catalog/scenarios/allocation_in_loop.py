@@ -20,7 +20,8 @@ KEY = "allocation_in_loop"
 TITLE = "Large tensor allocated inside the loop vs once outside it"
 METRIC = Metric.THROUGHPUT
 COMPARISONS = (Comparison("anti", "fix", min_effect=20.0,
-                          measured_here="131-214x in 9 catalog runs, rounds 93-362x (2-core EPYC VM, TF 2.21, other processes using about 1 core)"),)
+                          measured_here="118-141x in 3 runs on the quiet 2-core machine (rounds 109-142x); "
+                                        "131-214x in 9 runs with other processes using about 1 core"),)
 
 
 def build(size: CatalogSize) -> Scenario:

@@ -19,7 +19,8 @@ KEY = "host_to_device"
 TITLE = "Many small host-to-device tensors vs one batched transfer"
 METRIC = Metric.THROUGHPUT
 COMPARISONS = (Comparison("anti", "fix", min_effect=5.0,
-                          measured_here="14.6-21.5x in 9 catalog runs, rounds 7.1-35x (2-core EPYC VM, TF 2.21, other processes using about 1 core)"),)
+                          measured_here="13.0-14.2x in 3 runs on the quiet 2-core machine (rounds 11-14x); "
+                                        "14.6-21.5x in 9 runs with other processes using about 1 core"),)
 
 
 def build(size: CatalogSize) -> Scenario:

@@ -30,11 +30,11 @@ TITLE = "Sequential unprefetched tf.data vs parallel map + prefetch, feeding a t
 METRIC = Metric.THROUGHPUT
 COMPARISONS = (
     Comparison("anti", "fix", min_effect=1.2,
-               measured_here="1.21-2.17x in 6 catalog runs, rounds 0.76-3.9x (2-core EPYC VM, TF 2.21, other processes using about 1 core); 1.32-1.50x best of 5 "
-                             "in 10 processes on the quiet research machine"),
+               measured_here="1.49-1.68x in 3 runs on the quiet 2-core machine (rounds 1.34-1.74x); "
+                             "1.21-2.17x in 6 runs with other processes using 0.5-1 core"),
     Comparison("anti_default", "fix", min_effect=0.0, gated=False,
-               measured_here="0.77-1.45x in 6 catalog runs: TensorFlow's default optimisations recover most of "
-                             "the loss, some runs all of it"),
+               measured_here="0.97-1.04x in 3 runs on the quiet machine: TensorFlow's default optimisations "
+                             "recover all of it; 0.77-1.45x with other processes busy"),
 )
 
 # Much of the fix's gain on a CPU is the second core: preprocessing in parallel

@@ -24,9 +24,11 @@ TITLE = "Session (and graph) created every iteration vs one graph and one reused
 METRIC = Metric.THROUGHPUT
 COMPARISONS = (
     Comparison("anti", "fix", min_effect=4.0,
-               measured_here="8.6-12.2x in 9 catalog runs, rounds 5.9-24x (2-core EPYC VM, TF 2.21, other processes using about 1 core)"),
+               measured_here="7.6-15.9x in 3 runs on the quiet 2-core machine (rounds 7.1-17x); "
+                             "8.6-12.2x in 9 runs with other processes using about 1 core"),
     Comparison("anti_graph", "fix", min_effect=5.0,
-               measured_here="12.3-18.9x in 9 catalog runs, rounds 8.9-36x (2-core EPYC VM, TF 2.21, other processes using about 1 core)"),
+               measured_here="11.0-19.2x in 3 runs on the quiet 2-core machine (rounds 10-21x); "
+                             "12.3-18.9x in 9 runs with other processes using about 1 core"),
 )
 
 

@@ -21,7 +21,8 @@ KEY = "vectorised_preprocessing"
 TITLE = "Per-element map vs vectorised map (batch, then map)"
 METRIC = Metric.THROUGHPUT
 COMPARISONS = (Comparison("anti", "fix", min_effect=5.0,
-                          measured_here="19.7-25.8x in 8 catalog runs, rounds 16-61x (2-core EPYC VM, TF 2.21, other processes using about 1 core)"),)
+                          measured_here="20.1-25.3x in 3 runs on the quiet 2-core machine (rounds 19-29x); "
+                                        "19.7-25.8x in 8 runs with other processes using about 1 core"),)
 
 
 def build(size: CatalogSize) -> Scenario:
