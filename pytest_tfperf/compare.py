@@ -250,7 +250,9 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
     throughput, borderline = _judge_throughput(current.timings, baseline.timings, tolerances, seed)
     metrics = [throughput]
     metrics += _judge_memory(current.memory, baseline.memory, tolerances)
-    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances))
+    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
+                                 current_iterations=current.timings.iterations,
+                                 baseline_iterations=baseline.timings.iterations))
     return Verdict(
         test_id=current.test_id,
         metrics=tuple(metrics),
@@ -417,10 +419,13 @@ _SPREAD_MARGIN = 1.5
 def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Tolerances) -> MetricVerdict:
     assert base.peak_bytes is not None and cur.peak_bytes is not None
     rel, floor = tol.memory_band(base.source)
-    base_b, cur_b = float(base.peak_bytes), float(cur.peak_bytes)
+    # The workload's own peak: what each round added above the memory in use
+    # when it began, so leftovers of earlier tests or of an interleaved
+    # variant do not move it.
+    base_b, cur_b = float(base.added_bytes or 0), float(cur.added_bytes or 0)
     configured = max(rel * base_b, float(floor))
-    spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_peak_bytes),
-                                  round_spread_bytes(cur.per_round_peak_bytes))
+    spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_added_bytes),
+                                  round_spread_bytes(cur.per_round_added_bytes))
     allowed = max(configured, spread)
     delta = cur_b - base_b
     change = delta / base_b if base_b > 0 else None
@@ -483,31 +488,45 @@ def round_spread_bytes(per_round: Sequence[int]) -> float:
 # -- traces -----------------------------------------------------------------
 
 
-def _judge_traces(current: int | None, baseline: int | None, tol: Tolerances) -> MetricVerdict:
+def _judge_traces(current: int | None, baseline: int | None, tol: Tolerances, *,
+                  current_iterations: int = 1, baseline_iterations: int = 1) -> MetricVerdict:
+    """Steady-state traces: an exact count when the baseline had none, else a rate per iteration.
+
+    A workload that retraces on every call traces as often as calibration
+    makes it iterate, which differs between runs; its count is compared as
+    traces per iteration, scaled to this run's iterations.
+    """
     name, unit = "traces_steady", "traces"
     if current is None or baseline is None:
         side = "baseline" if baseline is None else "current measurement"
         msg = f"{name}: not compared: the {side} has no tf.function trace count"
         return _unavailable(name, unit, Direction.LOWER_IS_BETTER, msg)
-    delta = current - baseline
-    change = delta / baseline if baseline > 0 else None
-    head = f"{name}: {baseline} -> {current} tf.function traces after warm-up"
-    if delta > tol.traces_steady_increase:
+    expected = float(baseline)
+    if baseline > 0 and baseline_iterations > 0:
+        expected = baseline / baseline_iterations * current_iterations
+    delta = current - expected
+    change = delta / expected if expected > 0 else None
+    scaled = (f" (baseline {baseline} in {baseline_iterations} iterations, scaled to {expected:.1f} "
+              f"for this run's {current_iterations})" if baseline > 0 else "")
+    head = f"{name}: {baseline} -> {current} tf.function traces after warm-up{scaled}"
+    # Rounding slack of 1% applies only to rates; an exact count of 0 allows no trace at all.
+    slack = tol.traces_steady_increase + (0.01 * expected if baseline > 0 else 0.0)
+    if delta > slack:
         status = Status.REGRESSED
         body = ("more retracing than the baseline (exact count; "
                 + ("any increase fails" if tol.traces_steady_increase == 0
                    else f"allowed increase {tol.traces_steady_increase}")
                 + "): a tf.function is traced again in the steady state, usually because of Python scalars "
                   "or changing shapes in its arguments")
-    elif delta < 0:
+    elif delta < -slack:
         status, body = Status.IMPROVED, "fewer traces than the baseline"
     else:
-        status, body = Status.UNCHANGED, "unchanged (exact count)"
+        status, body = Status.UNCHANGED, "unchanged"
     return MetricVerdict(
         metric=name,
         unit=unit,
         direction=Direction.LOWER_IS_BETTER,
-        baseline_value=float(baseline),
+        baseline_value=expected,
         current_value=float(current),
         relative_change=change,
         ci_low=None,
@@ -598,6 +617,8 @@ def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:
         peak_bytes=max(a.peak_bytes, b.peak_bytes),
         baseline_bytes=a.baseline_bytes,
         per_round_peak_bytes=a.per_round_peak_bytes + b.per_round_peak_bytes,
+        per_round_start_bytes=(a.per_round_start_bytes + b.per_round_start_bytes
+                               if a.per_round_start_bytes and b.per_round_start_bytes else ()),
     )
 
 

@@ -88,7 +88,8 @@ class MemoryProbe(Protocol):
     def close(self) -> None: ...
 
 
-def collect_peak(probe: MemoryProbe, per_round: Sequence[int | None], baseline: int | None) -> MemoryPeak:
+def collect_peak(probe: MemoryProbe, per_round: Sequence[int | None], baseline: int | None,
+                 starts: Sequence[int | None] = ()) -> MemoryPeak:
     """Turn one probe's per-round readings into a ``MemoryPeak``.
 
     The peak is the maximum over rounds. A probe that became unavailable, or a
@@ -109,12 +110,15 @@ def collect_peak(probe: MemoryProbe, per_round: Sequence[int | None], baseline: 
             unavailable=f"the probe gave no reading for round(s) {rounds} of {len(per_round)}",
         )
     values = tuple(int(v) for v in per_round if v is not None)
+    # Per-round starting points only where every round has one: a partial list cannot be aligned.
+    known_starts = tuple(int(v) for v in starts if v is not None)
     return MemoryPeak(
         probe.source,
         probe.device,
         peak_bytes=max(values),
         baseline_bytes=baseline,
         per_round_peak_bytes=values,
+        per_round_start_bytes=known_starts if len(known_starts) == len(values) else (),
     )
 
 

@@ -42,9 +42,10 @@ class MemoryPeak:
     source: MemorySource
     device: str  # "CPU:0", "GPU:0", "host"
     peak_bytes: int | None
-    baseline_bytes: int | None = None  # in use when the peak was reset
+    baseline_bytes: int | None = None  # in use when the first round began
     per_round_peak_bytes: tuple[int, ...] = ()
     unavailable: str | None = None
+    per_round_start_bytes: tuple[int, ...] = ()  # in use when each round began (the peak was reset)
 
     def __post_init__(self) -> None:
         if (self.peak_bytes is None) == (self.unavailable is None):
@@ -57,6 +58,31 @@ class MemoryPeak:
     @property
     def available(self) -> bool:
         return self.peak_bytes is not None
+
+    @property
+    def per_round_added_bytes(self) -> tuple[int, ...]:
+        """What each round added above the memory in use when it began.
+
+        This is the workload's own peak: unlike the absolute peak it does not
+        depend on what earlier tests, or another variant interleaved with this
+        one, left alive. Old records without per-round starts fall back to
+        the first round's start.
+        """
+        if self.per_round_start_bytes and len(self.per_round_start_bytes) == len(self.per_round_peak_bytes):
+            return tuple(p - s for p, s in zip(self.per_round_peak_bytes, self.per_round_start_bytes))
+        if self.baseline_bytes is not None:
+            return tuple(p - self.baseline_bytes for p in self.per_round_peak_bytes)
+        return self.per_round_peak_bytes
+
+    @property
+    def added_bytes(self) -> int | None:
+        """The largest per-round peak above the round's starting point (None if unavailable)."""
+        if self.peak_bytes is None:
+            return None
+        added = self.per_round_added_bytes
+        if added:
+            return max(added)
+        return self.peak_bytes - (self.baseline_bytes or 0)
 
 
 @dataclass(frozen=True, slots=True)

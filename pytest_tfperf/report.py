@@ -52,12 +52,8 @@ def _tf_peak(m: Measurement) -> str:
         return "n/a"
     parts = []
     for p in peaks:
-        if p.available and p.peak_bytes is not None and p.baseline_bytes is not None:
-            # The reported figure is what the workload added on top of what was
-            # already live when measuring began (the model's weights, say).
-            value = format_bytes(p.peak_bytes - p.baseline_bytes)
-        else:
-            value = format_bytes(p.peak_bytes)
+        # What the workload added above the memory in use when each round began.
+        value = format_bytes(p.added_bytes)
         parts.append(value if len(peaks) == 1 else f"{p.device} {value}")
     return ", ".join(parts)
 

@@ -139,6 +139,7 @@ class _VariantState:
     round_sizes: list[int] = field(default_factory=list)
     per_probe_rounds: list[list[int | None]] = field(default_factory=list)
     per_probe_baseline: list[int | None] = field(default_factory=list)
+    per_probe_starts: list[list[int | None]] = field(default_factory=list)
     iteration_index: int = 0
     traces_first_call: int | None = None
     traces_steady: int | None = None
@@ -223,6 +224,7 @@ def measure(
             for st in states:
                 st.per_probe_rounds = [[] for _ in probes]
                 st.per_probe_baseline = [None for _ in probes]
+                st.per_probe_starts = [[] for _ in probes]
                 if st.prepare is not None:
                     st.prepare()
                 _warm_up(st, settings if st.aux_of is None else _alone_warmup(settings), clock, sync, progress)
@@ -255,7 +257,7 @@ def measure(
             continue
         timings = _timings(st)
         memory = tuple(
-            collect_peak(probe, st.per_probe_rounds[i], st.per_probe_baseline[i]) for i, probe in enumerate(probes)
+            collect_peak(probe, st.per_probe_rounds[i], st.per_probe_baseline[i], st.per_probe_starts[i]) for i, probe in enumerate(probes)
         )
         alone = {aux.label: _timings(aux) for aux in states if aux.aux_of == st.name}
         split = InputSplit(alone[DATASET_ALONE], alone[STEP_ALONE]) if alone else None
@@ -424,6 +426,7 @@ def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], Non
         base = probe.reset()
         if st.per_probe_baseline[i] is None:
             st.per_probe_baseline[i] = base
+        st.per_probe_starts[i].append(base)
     w = st.workload
     traces_before = w.trace_total() if w.trace_total is not None else None
     samples = st.samples

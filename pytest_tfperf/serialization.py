@@ -264,6 +264,13 @@ def timings_from_dict(value: object, where: Field) -> Timings:
 
 
 def memory_peak_to_dict(peak: MemoryPeak) -> JsonDict:
+    out = _memory_peak_core(peak)
+    if peak.per_round_start_bytes:  # optional within schema 1: files without it stay byte-identical
+        out["per_round_start_bytes"] = list(peak.per_round_start_bytes)
+    return out
+
+
+def _memory_peak_core(peak: MemoryPeak) -> JsonDict:
     return {
         "baseline_bytes": peak.baseline_bytes,
         "device": peak.device,
@@ -276,7 +283,7 @@ def memory_peak_to_dict(peak: MemoryPeak) -> JsonDict:
 
 def memory_peak_from_dict(value: object, where: Field) -> MemoryPeak:
     data = read_object(value, where, ("device", "peak_bytes", "source"),
-                       ("baseline_bytes", "per_round_peak_bytes", "unavailable"))
+                       ("baseline_bytes", "per_round_peak_bytes", "per_round_start_bytes", "unavailable"))
     source_text = read_str(data["source"], where.key("source"))
     try:
         source = MemorySource(source_text)
@@ -285,6 +292,8 @@ def memory_peak_from_dict(value: object, where: Field) -> MemoryPeak:
         raise where.key("source").error(f"unknown memory source {source_text!r} (known: {known})") from None
     per_round_field = where.key("per_round_peak_bytes")
     per_round = read_list(data.get("per_round_peak_bytes", []), per_round_field)
+    starts_field = where.key("per_round_start_bytes")
+    starts = read_list(data.get("per_round_start_bytes", []), starts_field)
     peak = read_optional_int(data["peak_bytes"], where.key("peak_bytes"))
     unavailable = read_optional_str(data.get("unavailable"), where.key("unavailable"))
     if (peak is None) == (unavailable is None):
@@ -296,6 +305,8 @@ def memory_peak_from_dict(value: object, where: Field) -> MemoryPeak:
         baseline_bytes=read_optional_int(data.get("baseline_bytes"), where.key("baseline_bytes")),
         per_round_peak_bytes=tuple(read_int(v, per_round_field.index(i)) for i, v in enumerate(per_round)),
         unavailable=unavailable,
+        # Added in 0.1.0 within schema 1 (optional, so older files still load).
+        per_round_start_bytes=tuple(read_int(v, starts_field.index(i)) for i, v in enumerate(starts)),
     )
 
 

@@ -29,7 +29,8 @@ def make_measurement(test_id: str = "tests/test_a.py::test_step[bs=32]", **chang
         mode="call",
         timings=make_timings(),
         memory=(
-            MemoryPeak(MemorySource.TF_ALLOCATOR, "CPU:0", 4 * 2**20, 2**20, (4 * 2**20, 3 * 2**20)),
+            MemoryPeak(MemorySource.TF_ALLOCATOR, "CPU:0", 4 * 2**20, 2**20, (4 * 2**20, 3 * 2**20),
+                       per_round_start_bytes=(2**20, 2**20 + 4096)),
             MemoryPeak(MemorySource.NVML, "GPU:0", None, unavailable="no NVIDIA driver"),
         ),
         traces_first_call=2,
