@@ -38,6 +38,11 @@ class TfPerf:
 
     # -- public API ---------------------------------------------------------
 
+    @property
+    def measuring(self) -> bool:
+        """True under ``--tfperf``; False in a smoke run, where each workload runs once."""
+        return self._config.measure
+
     def __call__(self, fn: Callable[..., object], *args: Any, items: float = 1, setup: Callable[[], Any] | None = None,
                  functions: Iterable[object] = (), **kwargs: Any) -> Measurement:
         """Call ``fn(*args, **kwargs)`` repeatedly and measure it; ``items`` counts work per call.
