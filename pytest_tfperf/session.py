@@ -137,9 +137,12 @@ class TfPerfSession:
         )
 
     def _evaluate(self, m: Measurement, options: MarkerOptions) -> Outcome:
-        from pytest_tfperf.budgets import budgets_from_marker, check_budgets
+        from pytest_tfperf.budgets import budgets_from_marker, check_budgets, unchecked_budgets
 
-        outcome = Outcome(measurement=m, violations=check_budgets(m, budgets_from_marker(options)))
+        budgets = budgets_from_marker(options)
+        outcome = Outcome(measurement=m, violations=check_budgets(m, budgets))
+        # A budget with nothing to check it against (no GPU for a device budget, say) is said, not skipped silently.
+        outcome.notices += [f"{m.test_id}: budget not checked: {why}" for why in unchecked_budgets(m, budgets)]
         if options.gate:
             self._gate(outcome, options)
         return outcome

@@ -221,3 +221,18 @@ def test_unwritable_baseline_dir_fails_the_run_with_a_reason(pytester: pytest.Py
     result = run(pytester, "--tfperf-update", f"--tfperf-baseline-dir={target}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*ERROR:*"])
+
+
+def test_a_budget_without_a_figure_is_said_not_skipped(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.tfperf(max_peak_device_bytes=2**30)
+        def test_gpu_budget_on_cpu(tfperf):
+            tfperf(lambda: None)
+        """
+    )
+    result = pytester.runpytest_inprocess(*FAST)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_gpu_budget_on_cpu: budget not checked: max_peak_device_bytes*"])
