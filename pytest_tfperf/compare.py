@@ -1,6 +1,6 @@
 """The regression decision: one measurement against its stored baseline, metric by metric.
 
-Pure: no pytest, no TensorFlow, no I/O. ``judge`` returns a frozen ``Verdict``;
+Pure: no pytest, no TensorFlow, no I/O. ``judge`` (and ``judge_paired``) return a frozen ``Verdict``;
 formatting returns strings and never prints.
 
 Throughput (the noisy metric)
@@ -40,6 +40,31 @@ alarms on between-run differences. The rank test works on one value per round,
 is exact for the usual handful of rounds, and is unmoved by a single half-speed
 round. With few rounds it cannot reach the confidence level at all (5 rounds
 per side are needed at 99%); the verdict then says so and reports "noisy".
+
+What a stored baseline cannot see: the rank test knows the variation between
+rounds of each run, not between runs. On a shared 2-core VM the machine's
+speed drifts by +-10% from minute to minute (and halves for a 2-thread workload
+while the host shares its cores), so a run compared with one stored run alarms
+whenever the two caught different states of the machine
+(``benchmarks/validation_study.py`` measures it: see its results).
+
+Paired measurements (``judge_paired``)
+--------------------------------------
+When both sides were measured in one job with their rounds interleaved
+(``tfperf.compare`` variants: round ``i`` of each ran side by side), the
+machine's state is shared round by round and cancels in the per-round ratio.
+``judge_paired`` decides on those ratios: the estimate is the Hodges-Lehmann
+estimate of the per-round log throughput ratios; **regressed** when Wilcoxon's
+one-sided signed-rank test on them says slower at the confidence level **and**
+the estimated slowdown exceeds ``d``; improved, noisy (minimum detectable
+change above the tolerance) and the re-measure flag as above, the interval
+being the signed-rank (Walsh average) interval. A rank test, because the
+host's half-speed spells last a second or so and hit one side's round and not
+the other's: a t-test's spread would swell with them. At least 7 rounds are
+needed at 99% (the smallest possible p is 2**-rounds). The two-sample rank
+test of ``judge`` would throw the pairing away: a drift that moves both sides
+alike between rounds hides a slowdown from it. Memory and traces are judged
+as by ``judge``.
 
 Memory and traces (near-deterministic metrics)
 ----------------------------------------------
@@ -261,6 +286,34 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
     )
 
 
+def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolerances) -> Verdict:
+    """Compare two measurements whose rounds were interleaved in one job (see "Paired measurements").
+
+    ``current`` and ``baseline`` may be different variants of one test (their
+    ids are not compared); they need the same number of rounds, round ``i``
+    of one measured next to round ``i`` of the other.
+    """
+    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
+        raise ValueError(
+            f"{current.test_id}: refusing to compare measurements from different environments "
+            f"(current {current.environment_id}, baseline {baseline.environment_id})"
+        )
+    n_cur, n_base = len(current.timings.round_sizes), len(baseline.timings.round_sizes)
+    if n_cur != n_base:
+        raise ValueError(
+            f"judge_paired() needs rounds measured side by side, got {n_cur} rounds of {current.test_id!r} and "
+            f"{n_base} of {baseline.test_id!r}; measure both in one tfperf.compare() call, or use judge()"
+        )
+    throughput, borderline = _judge_throughput_paired(current.timings, baseline.timings, tolerances)
+    metrics = [throughput]
+    metrics += _judge_memory(current.memory, baseline.memory, tolerances)
+    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
+                                 current_iterations=current.timings.iterations,
+                                 baseline_iterations=baseline.timings.iterations))
+    return Verdict(test_id=current.test_id, metrics=tuple(metrics), status=_overall(metrics),
+                   needs_remeasure=borderline)
+
+
 def _overall(metrics: Sequence[MetricVerdict]) -> Status:
     for status in _PRIORITY:
         if any(m.status is status for m in metrics):
@@ -350,6 +403,134 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
         decision_threshold=-d,
     )
     return verdict, borderline
+
+
+def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerances) -> tuple[MetricVerdict, bool]:
+    name, unit = "throughput", "items/s"
+    pairs = [(stats.median(b), stats.median(c)) for b, c in zip(baseline.rounds, current.rounds) if b and c]
+    if any(b <= 0 or c <= 0 for b, c in pairs):
+        msg = (f"{name}: not compared: a round's median iteration time is 0 ns, so the clock is too coarse "
+               "for this workload; give each iteration more work")
+        return _unavailable(name, unit, Direction.HIGHER_IS_BETTER, msg), False
+    # log(current throughput / baseline throughput), round by round
+    logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in pairs]
+    n = len(logs)
+    alpha = 1.0 - tol.confidence
+    d = tol.throughput_decision_threshold
+    walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
+    change = math.expm1(stats.median(walsh))  # Hodges-Lehmann estimate of the per-round log ratio
+    counts = _signed_rank_null_counts(n)
+    p_slower = _signed_rank_p(logs, counts)
+    p_faster = _signed_rank_p([-v for v in logs], counts)
+    # Interval: Walsh averages between the signed-rank test's critical ranks.
+    k = _signed_rank_critical(counts, (1.0 - tol.confidence) / 2.0)
+    ci_low, ci_high = math.expm1(walsh[k]), math.expm1(walsh[len(walsh) - 1 - k])
+    if 1.0 / 2**n > alpha:
+        mde = math.inf
+    else:
+        # Normal theory with a robust spread; the signed-rank test's efficiency is 3/pi of the t-test's.
+        se = stats.mad(logs) * 1.4826 * math.sqrt(math.pi / 3.0 / n)
+        mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=float(n - 1),
+                                                  threshold=-math.log1p(-d))
+        mde = -math.expm1(-mde_log)
+
+    if p_slower <= alpha and -change > d:
+        status = Status.REGRESSED
+    elif p_faster <= alpha and change > tol.throughput:
+        status = Status.IMPROVED
+    elif mde > tol.throughput:
+        status = Status.NOISY
+    else:
+        status = Status.UNCHANGED
+    borderline = -ci_high < d < -ci_low
+
+    conf = _share(tol.confidence)
+    base_value, cur_value = baseline.throughput_per_s, current.throughput_per_s
+    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)} over {n} interleaved "
+            f"rounds, {conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
+    test = f"one-sided signed-rank test over {n} interleaved rounds"
+    if status is Status.REGRESSED:
+        body = (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
+                f"(tolerance {_share(tol.throughput)}), with {conf} confidence ({test}: p = {p_slower:.2g})")
+    elif status is Status.IMPROVED:
+        body = (f"faster than the baseline by {change:.1%}, beyond the {_share(tol.throughput)} tolerance, "
+                f"with {conf} confidence ({test}: p = {p_faster:.2g})")
+    elif status is Status.NOISY and math.isinf(mde):
+        body = (f"too noisy to decide: with {n} interleaved rounds no signed-rank test can reach {conf} "
+                f"confidence (smallest possible p = {1.0 / 2**n:.2g}); measure at least "
+                f"{_paired_rounds_needed(alpha)} rounds")
+    elif status is Status.NOISY:
+        body = (f"too noisy to decide: the per-round ratios vary so much that only slowdowns of {mde:.1%} or more "
+                f"are caught {_share(tol.power)} of the time, more than the {_share(tol.throughput)} tolerance; "
+                "measure with more rounds")
+    else:
+        body = (f"unchanged within the {d:.1%} decision threshold (tolerance {_share(tol.throughput)}; "
+                f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+    verdict = MetricVerdict(
+        metric=name,
+        unit=unit,
+        direction=Direction.HIGHER_IS_BETTER,
+        baseline_value=base_value,
+        current_value=cur_value,
+        relative_change=change,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        status=status,
+        minimum_detectable_change=mde,
+        message=f"{head}: {body}",
+        confidence=tol.confidence,
+        p_value=p_slower,
+        decision_threshold=-d,
+    )
+    return verdict, borderline
+
+
+def _signed_rank_null_counts(n: int) -> list[int]:
+    """Number of sign patterns of ranks 1..n whose positive ranks sum to 0, 1, ..., n(n+1)/2."""
+    counts = [1] + [0] * (n * (n + 1) // 2)
+    for rank in range(1, n + 1):
+        for total in range(len(counts) - 1, rank - 1, -1):
+            counts[total] += counts[total - rank]
+    return counts
+
+
+def _signed_rank_p(values: Sequence[float], counts: Sequence[int]) -> float:
+    """Exact one-sided p of Wilcoxon's signed-rank test, alternative: the values tend to be negative.
+
+    Ties in absolute value get their average rank (the p-value is then
+    approximate); exact zeros count half on each side.
+    """
+    n = len(values)
+    order = sorted(range(n), key=lambda i: abs(values[i]))
+    ranks = [0.0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and abs(values[order[j + 1]]) == abs(values[order[i]]):
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    positive = sum(r for r, v in zip(ranks, values) if v > 0) + sum(r / 2.0 for r, v in zip(ranks, values) if v == 0)
+    at_most = math.floor(positive + 1e-9)
+    return sum(counts[: at_most + 1]) / 2**n
+
+
+def _signed_rank_critical(counts: Sequence[int], tail: float) -> int:
+    """Largest k with P(W < k) <= tail: the 0-based index of the interval's lower Walsh average."""
+    total = sum(counts)
+    k, below = 0, 0
+    while k < len(counts) and (below + counts[k]) / total <= tail:
+        below += counts[k]
+        k += 1
+    return k
+
+
+def _paired_rounds_needed(alpha: float) -> int:
+    n = 1
+    while 1.0 / 2**n > alpha:
+        n += 1
+    return n
 
 
 def _noise_reason(slower: stats.RankTest, alpha: float, mde: float, base_log: Sequence[float],

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from pytest_tfperf.compare import MIB, Status, Tolerances, judge, pool, round_spread_bytes
+from pytest_tfperf.compare import MIB, Status, Tolerances, judge, judge_paired, pool, round_spread_bytes
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
 
 TEST_ID = "tests/test_pipeline.py::test_train_step"
@@ -344,6 +344,81 @@ def test_pool_refuses_measurements_that_do_not_belong_together() -> None:
         pool(synthetic(1), dataclasses.replace(synthetic(2), test_id="other"))
     with pytest.raises(ValueError, match="items per iteration"):
         pool(synthetic(1), synthetic(2, items=32.0))
+
+
+# -- paired (interleaved) measurements -----------------------------------------
+# Noise model: the machine's speed drifts from round to round (shared by both
+# sides, CV 8%: what a shared 2-core VM does between minutes); each side adds
+# its own round noise (1.5%) and iteration noise (3%), and one round in fifty
+# of either side falls into a half-speed spell of the host (not shared).
+
+
+def paired(seed: int, time_factor: float, *, rounds: int = 20, per_round: int = 20,
+           cv_machine: float = 0.08, spell_rate: float = 0.02) -> tuple[Measurement, Measurement]:
+    rng = random.Random(seed)
+    base: list[int] = []
+    cur: list[int] = []
+    for _ in range(rounds):
+        machine = 1e6 * rng.lognormvariate(0.0, cv_machine)
+        for side, factor in ((base, 1.0), (cur, time_factor)):
+            level = machine * factor * rng.lognormvariate(0.0, 0.015) * (2.0 if rng.random() < spell_rate else 1.0)
+            side += [int(level * rng.lognormvariate(0.0, 0.03)) for _ in range(per_round)]
+
+    def measurement(samples: list[int], name: str) -> Measurement:
+        return Measurement(test_id=f"{TEST_ID}[{name}]", mode="call", environment_id="env1", traces_steady=0,
+                           timings=Timings(tuple(samples), (per_round,) * rounds, 64.0, first_call_ns=1))
+
+    return measurement(cur, "new"), measurement(base, "base")
+
+
+def paired_rate(time_factor: float, trials: int, **kw: float) -> float:
+    return sum(judge_paired(*paired(i, time_factor, **kw), Tolerances()).status is Status.REGRESSED
+               for i in range(trials)) / trials
+
+
+def test_paired_rounds_cancel_a_drift_that_moves_both_sides() -> None:
+    assert paired_rate(1.0, trials=200) <= 0.01
+    assert paired_rate(1.10, trials=200) >= 0.95  # throughput -9.1%
+    assert paired_rate(1.20, trials=200, spell_rate=0.0) == 1.0
+    # Half-speed spells that hit one side only can hide even a large slowdown, rarely.
+    assert paired_rate(1.20, trials=200) >= 0.99
+
+
+def test_the_two_sample_rank_test_loses_what_pairing_sees() -> None:
+    # Same data, 8 rounds a side, a 10% drift between rounds: unpaired, it hides a 10% slowdown.
+    data = [paired(i, 1.10, rounds=8, cv_machine=0.10) for i in range(50)]
+    unpaired = sum(judge(dataclasses.replace(cur, test_id=base.test_id), base, Tolerances()).status
+                   is Status.REGRESSED for cur, base in data)
+    pairwise = sum(judge_paired(cur, base, Tolerances()).status is Status.REGRESSED for cur, base in data)
+    assert unpaired <= 10 and pairwise >= 40
+
+
+def test_paired_verdict_says_how_it_was_judged() -> None:
+    verdict = judge_paired(*paired(3, 1.25), Tolerances())
+    t = verdict.metric("throughput")
+    assert t is not None and t.status is Status.REGRESSED
+    assert "signed-rank test over 20 interleaved rounds" in t.message
+    assert t.relative_change is not None and t.ci_low is not None and t.ci_high is not None
+    assert t.ci_low < t.relative_change < t.ci_high < 0
+    assert t.relative_change == pytest.approx(1 / 1.25 - 1, abs=0.03)
+    assert verdict.test_id.endswith("[new]")
+
+
+def test_paired_judging_needs_rounds_side_by_side() -> None:
+    cur, base = paired(1, 1.0)
+    with pytest.raises(ValueError, match="side by side"):
+        judge_paired(cur, dataclasses.replace(base, timings=synthetic(1, rounds=4).timings), Tolerances())
+    with pytest.raises(ValueError, match="different environments"):
+        judge_paired(cur, dataclasses.replace(base, environment_id="env2"), Tolerances())
+
+
+@pytest.mark.parametrize("rounds", [1, 5])
+def test_too_few_paired_rounds_cannot_reach_the_confidence_level_and_say_so(rounds: int) -> None:
+    cur, base = paired(1, 1.5, rounds=rounds, spell_rate=0.0)
+    t = judge_paired(cur, base, Tolerances()).metric("throughput")
+    assert t is not None and t.status is Status.NOISY
+    assert t.minimum_detectable_change == float("inf")
+    assert "at least 7 rounds" in t.message
 
 
 if __name__ == "__main__":  # pragma: no cover - figures for the report, not a test
