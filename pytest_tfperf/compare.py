@@ -42,11 +42,14 @@ round. With few rounds it cannot reach the confidence level at all (5 rounds
 per side are needed at 99%); the verdict then says so and reports "noisy".
 
 What a stored baseline cannot see: the rank test knows the variation between
-rounds of each run, not between runs. On a shared 2-core VM the machine's
-speed drifts by +-10% from minute to minute (and halves for a 2-thread workload
-while the host shares its cores), so a run compared with one stored run alarms
-whenever the two caught different states of the machine
-(``benchmarks/validation_study.py`` measures it: see its results).
+rounds of each run, not between runs. On this project's shared 2-core VMs a
+2-thread workload's speed moves between runs far beyond the threshold, with no
+other process running (spells in which the host lets the VM have about one
+core's worth halve it for seconds; unchanged code judged against its stored
+baseline measured -27% to +67%, 5th to 95th percentile), so a run compared
+with one stored run alarms whenever the two caught different states of the
+machine. ``benchmarks/validation_study.py`` measures this; see
+``benchmarks/results/validation.md``.
 
 Paired measurements (``judge_paired``)
 --------------------------------------
