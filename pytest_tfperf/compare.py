@@ -238,15 +238,26 @@ class Verdict:
             return "unchanged against its baseline"
         return "; ".join(_short(m) for m in moved)
 
-    def failure_message(self, baseline_fingerprint: str, refresh_hint: str) -> str:
-        """Why the test failed: which metric moved, from what to what, how sure, against which baseline, how to refresh."""
+    def failure_message(self, baseline_fingerprint: str, refresh_hint: str, *, paired_with: str | None = None) -> str:
+        """Why the test failed: which metric moved, from what to what, how sure, against which baseline, how to refresh.
+
+        ``paired_with`` names the reference variant of a paired verdict, which
+        has no stored baseline to refresh.
+        """
         regressed = self.with_status(Status.REGRESSED)
-        lines = [f"{self.test_id}: performance regressed against its baseline"]
+        if paired_with is None:
+            lines = [f"{self.test_id}: performance regressed against its baseline"]
+        else:
+            lines = [f"{self.test_id}: performance regressed against variant '{paired_with}', measured beside it"]
         lines += [f"  {m.message}" for m in regressed]
         for m in self.with_status(Status.NOISY):
             lines.append(f"  (also) {m.message}")
-        lines.append(f"  compared against the baseline recorded for environment fingerprint {baseline_fingerprint}")
-        lines.append(f"  if this change is intended, refresh the baseline: {refresh_hint}")
+        if paired_with is None:
+            lines.append(f"  compared against the baseline recorded for environment fingerprint {baseline_fingerprint}")
+            lines.append(f"  if this change is intended, refresh the baseline: {refresh_hint}")
+        else:
+            lines.append(f"  compared round by round with '{paired_with}' in this run (environment "
+                         f"{baseline_fingerprint}); no stored baseline is involved")
         return "\n".join(lines)
 
     def improvement_message(self, refresh_hint: str) -> str | None:

@@ -18,6 +18,9 @@ from pytest_tfperf.tracing import TraceCounter
 from pytest_tfperf.watchdog import StallPolicy
 
 
+PAIRED_ROUNDS = 20
+
+
 class FixtureAlreadyUsed(Exception):
     """The ``tfperf`` fixture measures one workload per test."""
 
@@ -34,6 +37,7 @@ class TfPerf:
         self._session = session
         self._config = config
         self._used_by: str | None = None
+        self._reference: str | None = None  # compare(reference=...): the variant others are gated against
         self.results: dict[str, Measurement] = {}
 
     # -- public API ---------------------------------------------------------
@@ -78,11 +82,16 @@ class TfPerf:
         return self._run({"": workload}, "iterate", roots=roots)[""]
 
     def compare(self, variants: Mapping[str, Callable[[], object]], *, items: float = 1,
-                functions: Iterable[object] = ()) -> dict[str, Measurement]:
+                functions: Iterable[object] = (), reference: str | None = None) -> dict[str, Measurement]:
         """Measure several variants with their rounds interleaved; one Measurement each.
 
         Interleaving makes the ratio between variants fair on a noisy machine:
         a slow spell of the machine hits every variant alike.
+
+        With ``reference="main"`` the other variants are gated against that
+        one, round by round (the *paired* gate), instead of against stored
+        baselines: the reliable gate on a shared CI machine, whose speed swings
+        from one process to the next. It measures at least 20 short rounds.
         """
         self._claim("tfperf.compare(...)")
         _check_items(items, "items")
@@ -91,6 +100,10 @@ class TfPerf:
         for name in variants:
             if not name or not name.replace("_", "").replace("-", "").isalnum():
                 raise ValueError(f"tfperf.compare(): variant names must be short words like 'anti' or 'fix', got {name!r}")
+        if reference is not None and (reference not in variants or len(variants) < 2):
+            raise ValueError(f"tfperf.compare(reference={reference!r}): the reference must be one of at least two "
+                             f"variants, got {sorted(variants)}")
+        self._reference = reference
         workloads = {name: runner.Workload(call=fn, items_per_iteration=float(items)) for name, fn in variants.items()}
         return self._run(workloads, "call", roots=[*variants.values(), *functions])
 
@@ -130,6 +143,11 @@ class TfPerf:
         }
         if o.warmup_s is not None:
             kwargs["warmup_s"] = o.warmup_s
+        if self._reference is not None and self._config.measure:
+            # The paired test needs one round of each variant side by side, and
+            # 7 pairs at least to reach 99%; 20 short rounds catch a 10% slowdown
+            # 49 times in 50 on a 2-core VM (benchmarks/validation_study.py).
+            kwargs["rounds"] = kwargs["min_rounds"] = max(kwargs["rounds"], PAIRED_ROUNDS)
         return runner.RunSettings(**kwargs)
 
     def _run(self, workloads: dict[str, runner.Workload], mode: str, roots: list[object]) -> dict[str, Measurement]:
@@ -151,7 +169,7 @@ class TfPerf:
         try:
             if not self._config.measure:
                 return self._smoke(workloads, mode, settings)
-            return self._session.measure_and_judge(self, workloads, mode, settings)
+            return self._session.measure_and_judge(self, workloads, mode, settings, reference=self._reference)
         except Exception as exc:  # noqa: BLE001 - stalls, OOMs and NaNs become clear failures; the rest propagates
             explained = self._session.record_failure(
                 exc, self._test_id, batch_size=self._options.batch_size,

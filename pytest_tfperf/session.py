@@ -6,6 +6,7 @@ No measuring code lives here (that is ``runner``) and no hook (that is
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -29,6 +30,7 @@ class Outcome:
     verdict: Any = None  # compare.Verdict, when a baseline was compared
     baseline: str = ""  # "", "no baseline", "no baseline for this environment"
     gating: bool = True  # False while baselines are being refreshed: a slower number is accepted then
+    paired_with: str | None = None  # the reference variant of a paired verdict
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -38,8 +40,10 @@ class Outcome:
         if self.verdict is not None:
             status = str(self.verdict.status)
             if status == "regressed":
-                return "REGRESSED" if self.gating else "slower (accepted)"
-            return {"unchanged": "ok"}.get(status, status)
+                label = "REGRESSED" if self.gating else "slower (accepted)"
+            else:
+                label = {"unchanged": "ok"}.get(status, status)
+            return label if self.paired_with is None else f"{label} vs {self.paired_with}"
         return self.baseline or "measured"
 
     @property
@@ -97,7 +101,7 @@ class TfPerfSession:
     # -- measuring ------------------------------------------------------------
 
     def measure_and_judge(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
-                          settings: runner.RunSettings) -> dict[str, Measurement]:
+                          settings: runner.RunSettings, reference: str | None = None) -> dict[str, Measurement]:
         options: MarkerOptions = fx._options
 
         def measure_once() -> dict[str, Measurement]:
@@ -106,8 +110,12 @@ class TfPerfSession:
             return {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
 
         measured = measure_once()
-        outcomes = {name: self._evaluate(m, options) for name, m in measured.items()}
-        if self.config.remeasure and any(_borderline(o) for o in outcomes.values()):
+        if reference is not None:
+            outcomes = {name: self._evaluate_paired(m, measured[reference], reference, options)
+                        if name != reference else self._evaluate(m, options) for name, m in measured.items()}
+        else:
+            outcomes = {name: self._evaluate(m, options) for name, m in measured.items()}
+        if reference is None and self.config.remeasure and any(_borderline(o) for o in outcomes.values()):
             # Borderline evidence: measure again (all variants, so pairs stay
             # interleaved) and judge the pooled samples, rather than flip a coin.
             from pytest_tfperf.compare import pool
@@ -147,9 +155,26 @@ class TfPerfSession:
             self._gate(outcome, options)
         return outcome
 
+    def _evaluate_paired(self, m: Measurement, reference: Measurement, name: str,
+                         options: MarkerOptions) -> Outcome:
+        """Budgets, then the paired gate: this variant against the reference measured beside it."""
+        from pytest_tfperf.compare import judge_paired
+
+        outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
+        outcome.verdict = judge_paired(m, reference, self._tolerances(options))
+        outcome.baseline = f"paired with '{name}'"
+        outcome.paired_with = name
+        return outcome
+
+    def _tolerances(self, options: MarkerOptions) -> Any:
+        from pytest_tfperf.compare import Tolerances
+
+        tolerance = options.tolerance if options.tolerance is not None else self.config.tolerance
+        return Tolerances() if tolerance is None else Tolerances(throughput=tolerance)
+
     def _gate(self, outcome: Outcome, options: MarkerOptions) -> None:
         from pytest_tfperf.baseline_store import MatchStatus
-        from pytest_tfperf.compare import Tolerances, judge
+        from pytest_tfperf.compare import judge
         from pytest_tfperf.serialization import StorageError
 
         test_id = outcome.measurement.test_id
@@ -172,9 +197,7 @@ class TfPerfSession:
             return
         if match.soft_differences:
             outcome.notices.append(f"{test_id}: {match.describe()}")
-        tolerance = options.tolerance if options.tolerance is not None else self.config.tolerance
-        tolerances = Tolerances() if tolerance is None else Tolerances(throughput=tolerance)
-        outcome.verdict = judge(outcome.measurement, match.measurement, tolerances)
+        outcome.verdict = judge(outcome.measurement, match.measurement, self._tolerances(options))
         if str(outcome.verdict.status) == "improved":
             notice = outcome.verdict.improvement_message(
                 "pytest --tfperf --tfperf-update --tfperf-update-improved")
@@ -187,7 +210,8 @@ class TfPerfSession:
             parts.append(f"{o.measurement.test_id}: over budget")
             parts += [f"  {v.message()}" for v in o.violations]
         if o.verdict is not None and o.verdict.status == "regressed":
-            parts.append(o.verdict.failure_message(self.environment().fingerprint, self.refresh_hint(o)))
+            parts.append(o.verdict.failure_message(self.environment().fingerprint, self.refresh_hint(o),
+                                                   paired_with=o.paired_with))
         for d in o.measurement.diagnoses:
             if d.severity != "info":
                 parts.append(f"  diagnosis: {d.summary}")

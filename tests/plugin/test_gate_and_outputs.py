@@ -37,9 +37,10 @@ def test_other(tfperf):
     tfperf(lambda: sum(range(500)))
 """
 
-# A wide tolerance (decisions at 25%) keeps this busy 2-core machine's noise out of the
-# verdicts of unchanged tests; the slowdowns these tests make on purpose are 3x.
-FAST = ["--tfperf", "--tfperf-budget=0.3", "--tfperf-tolerance=50%"]
+# A wide tolerance (decisions at 45%) keeps this 2-core VM's noise out of the verdicts of
+# unchanged tests: its host slows whole processes by up to half for seconds at a time
+# (benchmarks/validation_study.py). The slowdowns these tests make on purpose are 3x (-67%).
+FAST = ["--tfperf", "--tfperf-budget=0.3", "--tfperf-tolerance=90%"]
 
 
 def run(pytester: pytest.Pytester, *args: str, work_n: int = 2000) -> pytest.RunResult:
@@ -236,3 +237,38 @@ def test_a_budget_without_a_figure_is_said_not_skipped(pytester: pytest.Pytester
     result = pytester.runpytest_inprocess(*FAST)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_gpu_budget_on_cpu: budget not checked: max_peak_device_bytes*"])
+
+
+def test_paired_gate_fails_the_slower_variant_against_its_reference(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def work(n):
+            return sum(i * i for i in range(n))
+
+        def test_paired(tfperf):
+            tfperf.compare({"main": lambda: work(2000), "same": lambda: work(2000), "slow": lambda: work(6000)},
+                           reference="main")
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_paired[[]slow[]]: performance regressed against variant 'main', measured beside it",
+        "*throughput:*slower*",
+        "*compared round by round with 'main' in this run*no stored baseline is involved",
+    ])
+    text = result.stdout.str()
+    assert "test_paired[same]: performance regressed" not in text
+    result.stdout.fnmatch_lines(["*test_paired[[]same[]]*ok vs main*", "*test_paired[[]slow[]]*REGRESSED vs main*"])
+
+
+def test_paired_reference_must_be_a_variant(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_bad(tfperf):
+            tfperf.compare({"a": lambda: None, "b": lambda: None}, reference="main")
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*reference must be one of at least two variants*"])
