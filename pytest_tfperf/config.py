@@ -64,6 +64,9 @@ class SessionConfig:
     stall_ceiling_s: float = 300.0
     watchdog: bool = True
     remeasure: bool = True
+    # What a stored-baseline throughput regression does: "warn" reports it, "fail" fails the test.
+    # Memory, trace and paired verdicts always fail. See README "How a regression is decided".
+    throughput_gate: str = "warn"
     hard_exit: bool = True  # arm faulthandler as a last resort against a wedged GIL
 
 

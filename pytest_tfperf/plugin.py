@@ -53,6 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail tests that have no baseline for this environment")
     group.addoption("--tfperf-tolerance", metavar="PCT", type=fraction, default=None,
                     help="throughput slowdown the gate must catch, e.g. 10%% (default 10%%)")
+    group.addoption("--tfperf-throughput-gate", choices=("warn", "fail"), default=None,
+                    help="what a throughput regression against a STORED baseline does (default: ini "
+                         "tfperf_throughput_gate or warn; memory, trace and paired regressions always fail)")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
                     help="longest an iteration may run before it fails as stalled (default 300)")
     group.addoption("--tfperf-no-watchdog", action="store_true", default=False,
@@ -60,6 +63,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_baseline_dir", "directory of tfperf baselines", default=DEFAULT_BASELINE_DIR)
     parser.addini("tfperf_budget", "steady-state seconds per benchmark", default="2")
     parser.addini("tfperf_rounds", "timed rounds per benchmark", default="5")
+    parser.addini("tfperf_throughput_gate", "warn or fail on a stored-baseline throughput regression",
+                  default="warn")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,6 +105,9 @@ def _session_config(config: pytest.Config) -> SessionConfig:
     if opt("--tfperf-update") and not opt(OPT_MEASURE):
         raise pytest.UsageError("--tfperf-update needs --tfperf: baselines come from measurements")
     stall = opt("--tfperf-stall-timeout")
+    throughput_gate = opt("--tfperf-throughput-gate") or str(config.getini("tfperf_throughput_gate")).strip()
+    if throughput_gate not in ("warn", "fail"):
+        raise pytest.UsageError(f"ini option tfperf_throughput_gate = {throughput_gate!r}: expected warn or fail")
     return SessionConfig(
         measure=opt(OPT_MEASURE),
         json_path=opt("--tfperf-json"),
@@ -113,6 +121,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         tolerance=opt("--tfperf-tolerance"),
         stall_ceiling_s=stall if stall is not None else 300.0,
         watchdog=not opt("--tfperf-no-watchdog"),
+        throughput_gate=throughput_gate,
         # pytest's own faulthandler timer is the same single timer: leave it alone when set.
         hard_exit=not float(config.getini("faulthandler_timeout") or 0),
     )

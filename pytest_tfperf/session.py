@@ -30,6 +30,7 @@ class Outcome:
     verdict: Any = None  # compare.Verdict, when a baseline was compared
     baseline: str = ""  # "", "no baseline", "no baseline for this environment"
     gating: bool = True  # False while baselines are being refreshed: a slower number is accepted then
+    throughput_fails: bool = True  # False: a stored-baseline throughput regression is a warning (see config)
     paired_with: str | None = None  # the reference variant of a paired verdict
     notices: list[str] = field(default_factory=list)
 
@@ -40,15 +41,26 @@ class Outcome:
         if self.verdict is not None:
             status = str(self.verdict.status)
             if status == "regressed":
-                label = "REGRESSED" if self.gating else "slower (accepted)"
+                label = ("slower (warning)" if self.warned_only else "REGRESSED") if self.gating else "slower (accepted)"
             else:
                 label = {"unchanged": "ok"}.get(status, status)
             return label if self.paired_with is None else f"{label} vs {self.paired_with}"
         return self.baseline or "measured"
 
     @property
+    def regressed_metrics(self) -> list[str]:
+        if self.verdict is None:
+            return []
+        return [m.metric for m in self.verdict.metrics if str(m.status) == "regressed"]
+
+    @property
+    def warned_only(self) -> bool:
+        """Only throughput regressed, against a stored baseline, under --tfperf-throughput-gate=warn."""
+        return self.regressed_metrics == ["throughput"] and not self.throughput_fails and self.paired_with is None
+
+    @property
     def failed(self) -> bool:
-        regressed = self.verdict is not None and str(self.verdict.status) == "regressed"
+        regressed = bool(self.regressed_metrics) and not self.warned_only
         return bool(self.violations) or (regressed and self.gating)
 
 
@@ -198,6 +210,12 @@ class TfPerfSession:
         if match.soft_differences:
             outcome.notices.append(f"{test_id}: {match.describe()}")
         outcome.verdict = judge(outcome.measurement, match.measurement, self._tolerances(options))
+        outcome.throughput_fails = self.config.throughput_gate == "fail"
+        if outcome.warned_only and outcome.gating:
+            outcome.notices.append(
+                outcome.verdict.failure_message(self.environment().fingerprint, self.refresh_hint(outcome))
+                + "\n  (a warning, not a failure: stored-baseline throughput comparisons are not reliable on a "
+                  "shared machine; gate with tfperf.compare(..., reference=...) or --tfperf-throughput-gate=fail)")
         if str(outcome.verdict.status) == "improved":
             notice = outcome.verdict.improvement_message(
                 "pytest --tfperf --tfperf-update --tfperf-update-improved")

@@ -106,7 +106,7 @@ def test_update_then_regression_fails_exactly_the_slower_test(pytester: pytest.P
 
     # Three times the work for the same number of items: a 3x slowdown of test_fast only.
     pytester.makepyfile(WORKLOAD.replace("tfperf(work, items=N)", "tfperf(work, items=2000)"))
-    result = run(pytester, work_n=6000)
+    result = run(pytester, "--tfperf-throughput-gate=fail", work_n=6000)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*::test_fast: performance regressed against its baseline",
@@ -272,3 +272,22 @@ def test_paired_reference_must_be_a_variant(pytester: pytest.Pytester) -> None:
     result = run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*reference must be one of at least two variants*"])
+
+
+def test_stored_throughput_regression_warns_by_default(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD.replace("tfperf(work, items=N)", "tfperf(work, items=2000)"))
+    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    result = run(pytester, work_n=6000)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*test_fast*slower (warning)*",
+        "*::test_fast: performance regressed against its baseline",
+        "*a warning, not a failure*tfperf.compare(..., reference=...) or --tfperf-throughput-gate=fail*",
+    ])
+
+
+def test_throughput_gate_option_is_validated(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("--tfperf-throughput-gate=maybe")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*argument --tfperf-throughput-gate: invalid choice: 'maybe'*"])
