@@ -781,7 +781,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"`tfperf.compare` ({PAIRED_ROUNDS} interleaved rounds of about {s['budget_s'] / PAIRED_ROUNDS:.2g} s "
         f"each), judged by `compare.judge_paired` (same threshold and confidence; one-sided signed-rank test on the "
         f"per-round throughput ratios; judged once, no re-measure). This is what the gate can do when the baseline "
-        f"code is measured in the same job, which the plugin does not offer yet:",
+        f"code is measured in the same job, as `tfperf.compare(..., reference=...)` does:",
         "",
         *_table(result, PAIRED_NAMES, "quiet", with_target=True),
         "",
