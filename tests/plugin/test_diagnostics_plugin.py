@@ -138,7 +138,7 @@ def test_each_diagnosis_fails_its_own_test_and_lets_the_healthy_ones_pass(pytest
     ])
     result.stdout.fnmatch_lines([
         "*test_input_bound: over budget",
-        "*input_bound_fraction: measured *, limit 0.1",
+        "*input_bound_fraction: measured *%, limit 10.0%",
         "*diagnosis: highly input-bound: *% of each step waits for data; the dataset alone delivers * elements/s, "
         "the step alone *",
     ])
