@@ -212,10 +212,8 @@ class TfPerfSession:
         outcome.verdict = judge(outcome.measurement, match.measurement, self._tolerances(options))
         outcome.throughput_fails = self.config.throughput_gate == "fail"
         if outcome.warned_only and outcome.gating:
-            outcome.notices.append(
-                outcome.verdict.failure_message(self.environment().fingerprint, self.refresh_hint(outcome))
-                + "\n  (a warning, not a failure: stored-baseline throughput comparisons are not reliable on a "
-                  "shared machine; gate with tfperf.compare(..., reference=...) or --tfperf-throughput-gate=fail)")
+            throughput = outcome.verdict.metric("throughput")
+            outcome.notices.append(f"{test_id}: warning: {throughput.message}")
         if str(outcome.verdict.status) == "improved":
             notice = outcome.verdict.improvement_message(
                 "pytest --tfperf --tfperf-update --tfperf-update-improved")
@@ -262,6 +260,10 @@ class TfPerfSession:
             for d in o.measurement.diagnoses:
                 if d.severity != "info" or d.kind == "input_bound":
                     lines.append(f"{o.measurement.test_id}: {d.summary}")
+        if any(o.warned_only and o.gating for o in self.outcomes):
+            lines.append("throughput warnings are not failures: stored-baseline throughput comparisons are not "
+                         "reliable on a shared machine (README: 'Two gates'); gate with "
+                         "tfperf.compare(..., reference=...), or fail on them with --tfperf-throughput-gate=fail")
         missing = [o for o in self.outcomes if o.baseline == "no baseline"]
         if missing and not self.config.update:
             lines.append(f"{len(missing)} test(s) have no baseline yet: they were measured and reported, not gated. "
