@@ -338,6 +338,28 @@ def _overall(metrics: Sequence[MetricVerdict]) -> Status:
 # -- throughput -------------------------------------------------------------
 
 
+def _throughput_verdict(base_value: float, cur_value: float, change: float, ci: tuple[float, float],
+                        status: Status, mde: float, message: str, tol: Tolerances,
+                        p_slower: float) -> MetricVerdict:
+    """The throughput verdict of either gate (stored or paired): same fields, same threshold."""
+    return MetricVerdict(
+        metric="throughput",
+        unit="items/s",
+        direction=Direction.HIGHER_IS_BETTER,
+        baseline_value=base_value,
+        current_value=cur_value,
+        relative_change=change,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        status=status,
+        minimum_detectable_change=mde,
+        message=message,
+        confidence=tol.confidence,
+        p_value=p_slower,
+        decision_threshold=-tol.throughput_decision_threshold,
+    )
+
+
 def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed: int) -> tuple[MetricVerdict, bool]:
     name, unit = "throughput", "items/s"
     base_rounds = [r for r in baseline.rounds if r]
@@ -400,22 +422,8 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
     else:
         body = (f"unchanged within the {d:.1%} decision threshold (tolerance {_share(tol.throughput)}; "
                 f"{test}: p = {slower.p_value:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
-    verdict = MetricVerdict(
-        metric=name,
-        unit=unit,
-        direction=Direction.HIGHER_IS_BETTER,
-        baseline_value=base_value,
-        current_value=cur_value,
-        relative_change=change,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        status=status,
-        minimum_detectable_change=mde,
-        message=f"{head}: {body}",
-        confidence=tol.confidence,
-        p_value=slower.p_value,
-        decision_threshold=-d,
-    )
+    verdict = _throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
+                                  f"{head}: {body}", tol, slower.p_value)
     return verdict, borderline
 
 
@@ -480,22 +488,8 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
     else:
         body = (f"unchanged within the {d:.1%} decision threshold (tolerance {_share(tol.throughput)}; "
                 f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
-    verdict = MetricVerdict(
-        metric=name,
-        unit=unit,
-        direction=Direction.HIGHER_IS_BETTER,
-        baseline_value=base_value,
-        current_value=cur_value,
-        relative_change=change,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        status=status,
-        minimum_detectable_change=mde,
-        message=f"{head}: {body}",
-        confidence=tol.confidence,
-        p_value=p_slower,
-        decision_threshold=-d,
-    )
+    verdict = _throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
+                                  f"{head}: {body}", tol, p_slower)
     return verdict, borderline
 
 
