@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 import pytest
 
@@ -157,7 +158,10 @@ def test_oversized_batch_peak_memory_is_linear_in_batch_size(catalog_size: Catal
     x, y = trainer.data(sizes.effective_batch)
     batches = [sizes.effective_batch // d for d in (16, 8, 4, 2, 1)]
     trainer.step_at(batches[0], x, y)()  # trace once; the signature has a None batch dimension
-    peaks = [measure_transient_bytes(trainer.step_at(b, x, y), memory_device) for b in batches]
+    # Median of three calls per size: a single call can land on a one-off allocation (a kernel's
+    # first workspace, a pool resize left by an earlier scenario) that bends the line.
+    peaks = [int(statistics.median(measure_transient_bytes(trainer.step_at(b, x, y), memory_device)
+                                   for _ in range(3))) for b in batches]
     model = fit_peak_model(batches, peaks)
     request.node.user_properties.append(
         ("catalog:peak_per_sample", f"{model.fixed_bytes / 2**20:.1f} MiB + {model.bytes_per_sample / 1024:.2f} "
