@@ -227,10 +227,6 @@ class Verdict:
     def with_status(self, status: Status) -> tuple[MetricVerdict, ...]:
         return tuple(m for m in self.metrics if m.status is status)
 
-    def report_lines(self) -> tuple[str, ...]:
-        """One self-contained line per metric."""
-        return tuple(m.message for m in self.metrics)
-
     def summary(self) -> str:
         """Short text of what moved (for notices and tables); 'unchanged' when nothing did."""
         moved = [m for m in self.metrics if m.status in (Status.REGRESSED, Status.IMPROVED, Status.NOISY)]
@@ -338,6 +334,22 @@ def _overall(metrics: Sequence[MetricVerdict]) -> Status:
 # -- throughput -------------------------------------------------------------
 
 
+def _throughput_status(p_slower: float, p_faster: float, change: float, ci: tuple[float, float], mde: float,
+                       tol: Tolerances) -> tuple[Status, bool]:
+    """The rule both gates share: significant and past half the tolerance; borderline when the CI straddles it."""
+    alpha = 1.0 - tol.confidence
+    d = tol.throughput_decision_threshold
+    if p_slower <= alpha and -change > d:
+        status = Status.REGRESSED
+    elif p_faster <= alpha and change > tol.throughput:
+        status = Status.IMPROVED
+    elif mde > tol.throughput:
+        status = Status.NOISY
+    else:
+        status = Status.UNCHANGED
+    return status, -ci[1] < d < -ci[0]
+
+
 def _throughput_verdict(base_value: float, cur_value: float, change: float, ci: tuple[float, float],
                         status: Status, mde: float, message: str, tol: Tolerances,
                         p_slower: float) -> MetricVerdict:
@@ -388,7 +400,6 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
     faster = stats.mann_whitney_greater(cur_log, base_log)
     alpha = 1.0 - tol.confidence
     d = tol.throughput_decision_threshold
-    slowdown = -change
 
     se, df = stats.welch_standard_error(stats.stdev(base_log), len(base_log), stats.stdev(cur_log), len(cur_log))
     if slower.min_p_value > alpha:
@@ -397,15 +408,7 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
         mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=df, threshold=-math.log1p(-d))
         mde = -math.expm1(-mde_log)  # as a fraction of throughput lost
 
-    if slower.p_value <= alpha and slowdown > d:
-        status = Status.REGRESSED
-    elif faster.p_value <= alpha and change > tol.throughput:
-        status = Status.IMPROVED
-    elif mde > tol.throughput:
-        status = Status.NOISY
-    else:
-        status = Status.UNCHANGED
-    borderline = -ci_high < d < -ci_low
+    status, borderline = _throughput_status(slower.p_value, faster.p_value, change, (ci_low, ci_high), mde, tol)
 
     conf = _share(tol.confidence)
     head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)}, "
@@ -456,15 +459,7 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
                                                   threshold=-math.log1p(-d))
         mde = -math.expm1(-mde_log)
 
-    if p_slower <= alpha and -change > d:
-        status = Status.REGRESSED
-    elif p_faster <= alpha and change > tol.throughput:
-        status = Status.IMPROVED
-    elif mde > tol.throughput:
-        status = Status.NOISY
-    else:
-        status = Status.UNCHANGED
-    borderline = -ci_high < d < -ci_low
+    status, borderline = _throughput_status(p_slower, p_faster, change, (ci_low, ci_high), mde, tol)
 
     conf = _share(tol.confidence)
     base_value, cur_value = baseline.throughput_per_s, current.throughput_per_s

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from pytest_tfperf import stats
 from pytest_tfperf.memory_growth import GrowthRecorder, MemoryReader, MemorySeries, chunk_size, readers_for
-from pytest_tfperf.memory_probes import collect_peak
-from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.memory_probes import MemoryProbe, collect_peak
+from pytest_tfperf.model import Measurement, MemoryPeak, Timings
 from pytest_tfperf.watchdog import StallPolicy, run_watched
 
 Clock = Callable[[], int]  # nanoseconds, monotonic
@@ -145,18 +145,6 @@ class _VariantState:
     traces_steady: int | None = None
 
 
-class MemoryProbeLike:  # pragma: no cover - typing aid only
-    source: MemorySource
-    device: str
-    unavailable: str | None
-
-    def reset(self) -> int | None: ...
-
-    def peak(self) -> int | None: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class InputSplit:
     """A pull+step workload measured three ways: together (the ``RawRun``'s timings), and these two."""
@@ -183,7 +171,7 @@ def measure(
     settings: RunSettings,
     *,
     clock: Clock = time.perf_counter_ns,
-    probes: Sequence[MemoryProbeLike] = (),
+    probes: Sequence[MemoryProbe] = (),
     sync: Callable[[], None] | None = None,
     watch: bool = True,
     memory_readers: Sequence[MemoryReader] | None = None,
@@ -305,7 +293,7 @@ def _timings(st: _VariantState) -> Timings:
                    items_per_iteration=st.workload.items_per_iteration, first_call_ns=st.first_call_ns)
 
 
-def _note_failure(exc: BaseException, progress: Progress, probes: Sequence[MemoryProbeLike]) -> None:
+def _note_failure(exc: BaseException, progress: Progress, probes: Sequence[MemoryProbe]) -> None:
     """Say on the exception where it happened and how much memory was in use (for OOM messages)."""
     peaks: list[tuple[str, str, int | None, str | None]] = []
     for probe in probes:
@@ -419,7 +407,7 @@ def _warm_up(st: _VariantState, settings: RunSettings, clock: Clock, sync: Calla
 
 
 def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], None] | None,
-                 probes: Sequence[MemoryProbeLike], progress: Progress, *, chunk: int | None = None,
+                 probes: Sequence[MemoryProbe], progress: Progress, *, chunk: int | None = None,
                  round_index: int = 0) -> None:
     """``n`` timed iterations, in chunks of ``chunk``; memory in use is read between chunks, untimed."""
     for i, probe in enumerate(probes):

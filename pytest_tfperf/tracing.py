@@ -78,9 +78,5 @@ class TraceCounter:
             if id(fn) not in known:
                 self._functions.append(fn)
 
-    @property
-    def tracking(self) -> bool:
-        return bool(self._functions)
-
     def total(self) -> int:
         return sum(int(f.experimental_get_tracing_count()) for f in self._functions)  # type: ignore[attr-defined]
