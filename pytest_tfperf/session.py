@@ -32,6 +32,8 @@ class Outcome:
     gating: bool = True  # False while baselines are being refreshed: a slower number is accepted then
     throughput_fails: bool = True  # False: a stored-baseline throughput regression is a warning (see config)
     paired_with: str | None = None  # the reference variant of a paired verdict
+    item_id: str = ""  # the pytest node id this outcome belongs to
+    variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -140,7 +142,8 @@ class TfPerfSession:
                     f"{measured[name].test_id}: re-measured once because the first verdict was borderline; "
                     "judged on both measurements pooled")
         fx.results.update(measured)
-        for o in outcomes.values():
+        for name, o in outcomes.items():
+            o.item_id, o.variant = fx._test_id, name
             self.outcomes.append(o)
         failures = [self._failure_text(o) for o in outcomes.values() if o.failed]
         if failures:
@@ -242,9 +245,8 @@ class TfPerfSession:
         """Figures for JUnit XML (``record_property``), for the outcomes of one test and its variants."""
         props: list[tuple[str, object]] = []
         for o in self.outcomes:
-            tid = o.measurement.test_id
-            if tid == test_id or tid.startswith(test_id.rstrip("]")):
-                prefix = "" if tid == test_id else f"{tid[len(test_id.rstrip(']')):].strip('[]-')}:"
+            if o.item_id == test_id:
+                prefix = f"{o.variant}:" if o.variant else ""
                 props += [(prefix + key, value) for key, value in _outcome_properties(o)]
         return props
 

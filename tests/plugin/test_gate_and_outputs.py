@@ -291,3 +291,24 @@ def test_throughput_gate_option_is_validated(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("--tfperf-throughput-gate=maybe")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*argument --tfperf-throughput-gate: invalid choice: 'maybe'*"])
+
+
+def test_junit_figures_belong_to_their_own_test_only(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_x(tfperf):
+            tfperf.compare({"a": lambda: None, "b": lambda: None})
+
+        def test_x2(tfperf):
+            tfperf(lambda: None)
+        """
+    )
+    xml = pytester.path / "junit.xml"
+    run(pytester, f"--junitxml={xml}").assert_outcomes(passed=2)
+    text = xml.read_text()
+    x2 = text.split('name="test_x2"', 1)[1].split("</testcase>", 1)[0]
+    assert 'name="tfperf_throughput_per_s"' in x2
+    assert 'name="a:tfperf_throughput_per_s"' not in x2
+    x = text.split('name="test_x"', 1)[1].split("</testcase>", 1)[0]
+    assert 'name="a:tfperf_throughput_per_s"' in x and 'name="b:tfperf_throughput_per_s"' in x
+    assert 'name="2:' not in x  # test_x2's figures are not test_x's
