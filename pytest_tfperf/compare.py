@@ -439,11 +439,19 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
         return _unavailable(name, unit, Direction.HIGHER_IS_BETTER, msg), False
     # log(current throughput / baseline throughput), round by round
     logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in pairs]
+    return _judge_paired_log_ratios(logs, baseline.throughput_per_s, current.throughput_per_s, tol,
+                                    pairs_are="interleaved rounds", more="measure with more rounds")
+
+
+def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value: float, tol: Tolerances, *,
+                             pairs_are: str, more: str) -> tuple[MetricVerdict, bool]:
+    """The paired rule on log(current / baseline) throughput ratios, one per pair (rounds or sessions)."""
+    name, unit = "throughput", "items/s"
     n = len(logs)
     alpha = 1.0 - tol.confidence
     d = tol.throughput_decision_threshold
     walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
-    change = math.expm1(stats.median(walsh))  # Hodges-Lehmann estimate of the per-round log ratio
+    change = math.expm1(stats.median(walsh))  # Hodges-Lehmann estimate of the per-pair log ratio
     counts = _signed_rank_null_counts(n)
     p_slower = _signed_rank_p(logs, counts)
     p_faster = _signed_rank_p([-v for v in logs], counts)
@@ -462,10 +470,9 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
     status, borderline = _throughput_status(p_slower, p_faster, change, (ci_low, ci_high), mde, tol)
 
     conf = _share(tol.confidence)
-    base_value, cur_value = baseline.throughput_per_s, current.throughput_per_s
-    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)} over {n} interleaved "
-            f"rounds, {conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
-    test = f"one-sided signed-rank test over {n} interleaved rounds"
+    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)} over {n} {pairs_are}, "
+            f"{conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
+    test = f"one-sided signed-rank test over {n} {pairs_are}"
     if status is Status.REGRESSED:
         body = (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
                 f"(tolerance {_share(tol.throughput)}), with {conf} confidence ({test}: p = {p_slower:.2g})")
@@ -473,13 +480,13 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
         body = (f"faster than the baseline by {change:.1%}, beyond the {_share(tol.throughput)} tolerance, "
                 f"with {conf} confidence ({test}: p = {p_faster:.2g})")
     elif status is Status.NOISY and math.isinf(mde):
-        body = (f"too noisy to decide: with {n} interleaved rounds no signed-rank test can reach {conf} "
+        body = (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach {conf} "
                 f"confidence (smallest possible p = {1.0 / 2**n:.2g}); measure at least "
-                f"{_paired_rounds_needed(alpha)} rounds")
+                f"{_paired_rounds_needed(alpha)} {pairs_are}")
     elif status is Status.NOISY:
-        body = (f"too noisy to decide: the per-round ratios vary so much that only slowdowns of {mde:.1%} or more "
+        body = (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
                 f"are caught {_share(tol.power)} of the time, more than the {_share(tol.throughput)} tolerance; "
-                "measure with more rounds")
+                f"{more}")
     else:
         body = (f"unchanged within the {d:.1%} decision threshold (tolerance {_share(tol.throughput)}; "
                 f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")

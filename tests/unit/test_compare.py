@@ -418,7 +418,7 @@ def test_too_few_paired_rounds_cannot_reach_the_confidence_level_and_say_so(roun
     t = judge_paired(cur, base, Tolerances()).metric("throughput")
     assert t is not None and t.status is Status.NOISY
     assert t.minimum_detectable_change == float("inf")
-    assert "at least 7 rounds" in t.message
+    assert "at least 7 interleaved rounds" in t.message
 
 
 if __name__ == "__main__":  # pragma: no cover - figures for the report, not a test
