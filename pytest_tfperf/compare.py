@@ -234,15 +234,20 @@ class Verdict:
             return "unchanged against its baseline"
         return "; ".join(_short(m) for m in moved)
 
-    def failure_message(self, baseline_fingerprint: str, refresh_hint: str, *, paired_with: str | None = None) -> str:
+    def failure_message(self, baseline_fingerprint: str, refresh_hint: str, *, paired_with: str | None = None,
+                        partner: bool = False) -> str:
         """Why the test failed: which metric moved, from what to what, how sure, against which baseline, how to refresh.
 
         ``paired_with`` names the reference variant of a paired verdict, which
-        has no stored baseline to refresh.
+        has no stored baseline to refresh; with ``partner`` it names the other
+        version of the code (``--tfperf-against``).
         """
         regressed = self.with_status(Status.REGRESSED)
         if paired_with is None:
             lines = [f"{self.test_id}: performance regressed against its baseline"]
+        elif partner:
+            lines = [f"{self.test_id}: performance regressed against {paired_with}, "
+                     "the same test measured beside it in a partner session"]
         else:
             lines = [f"{self.test_id}: performance regressed against variant '{paired_with}', measured beside it"]
         lines += [f"  {m.message}" for m in regressed]
@@ -251,6 +256,9 @@ class Verdict:
         if paired_with is None:
             lines.append(f"  compared against the baseline recorded for environment fingerprint {baseline_fingerprint}")
             lines.append(f"  if this change is intended, refresh the baseline: {refresh_hint}")
+        elif partner:
+            lines.append(f"  compared round by round, the two versions taking turns on this machine (environment "
+                         f"{baseline_fingerprint}); no stored baseline is involved")
         else:
             lines.append(f"  compared round by round with '{paired_with}' in this run (environment "
                          f"{baseline_fingerprint}); no stored baseline is involved")

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_BASELINE_DIR = "benchmarks/baselines"
+# Set in a partner session (see ``partner``): the pipes to the session that drives it.
+PARTNER_ENV = "TFPERF_PARTNER_FDS"
 
 
 def positive_float(text: str) -> float:
@@ -68,6 +70,8 @@ class SessionConfig:
     # Memory, trace and paired verdicts always fail. See README "How a regression is decided".
     throughput_gate: str = "warn"
     hard_exit: bool = True  # arm faulthandler as a last resort against a wedged GIL
+    # --tfperf-against: a git revision or directory whose code is measured beside this one, round by round.
+    against: str | None = None
 
 
 # Marker arguments, their types and what they mean. Kept as data so that the

@@ -7,12 +7,14 @@ run, including ``pytest --help`` and sessions that never measure anything.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_tfperf.config import (
     DEFAULT_BASELINE_DIR,
+    PARTNER_ENV,
     MarkerOptions,
     SessionConfig,
     fraction,
@@ -56,6 +58,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--tfperf-throughput-gate", choices=("warn", "fail"), default=None,
                     help="what a throughput regression against a STORED baseline does (default: ini "
                          "tfperf_throughput_gate or warn; memory, trace and paired regressions always fail)")
+    group.addoption("--tfperf-against", metavar="REV_OR_DIR", default=None,
+                    help="measure each test beside the same test of another version of the code (a git revision, "
+                         "checked out for the run, or a directory), rounds interleaved, and judge the pair: the "
+                         "reliable gate on a noisy machine")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
                     help="longest an iteration may run before it fails as stalled (default 300)")
     group.addoption("--tfperf-no-watchdog", action="store_true", default=False,
@@ -92,8 +98,32 @@ def _session(config: pytest.Config) -> TfPerfSession:
         from pytest_tfperf.session import TfPerfSession
 
         session = TfPerfSession(config.stash[CONFIG_KEY], str(config.rootpath))
+        session.partner_server = config.stash.get(PARTNER_SERVER_KEY, None)
+        session.invocation = (str(config.invocation_params.dir), _test_args(config))
         config.stash[SESSION_KEY] = session
     return session
+
+
+def _test_args(config: pytest.Config) -> list[str]:
+    """The paths and node ids this session was given (none when they came from ini testpaths)."""
+    return list(config.args) if config.args_source is pytest.Config.ArgsSource.ARGS else []
+
+
+PARTNER_SERVER_KEY = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    # A partner session runs tests when the session that started it asks, not in collection order.
+    if PARTNER_ENV not in os.environ or not session.config.stash[CONFIG_KEY].measure:
+        return None
+    from pytest_tfperf.partner import PartnerServer
+
+    server = PartnerServer.from_environment()
+    session.config.stash[PARTNER_SERVER_KEY] = server
+    session.config.pluginmanager.register(server, "tfperf-partner-server")
+    server.serve(session.items, lambda item: item.ihook.pytest_runtest_protocol(item=item, nextitem=None))
+    return True
 
 
 def _session_config(config: pytest.Config) -> SessionConfig:
@@ -105,17 +135,23 @@ def _session_config(config: pytest.Config) -> SessionConfig:
     if opt("--tfperf-update") and not opt(OPT_MEASURE):
         raise pytest.UsageError("--tfperf-update needs --tfperf: baselines come from measurements")
     stall = opt("--tfperf-stall-timeout")
+    if opt("--tfperf-against") is not None and not opt(OPT_MEASURE):
+        raise pytest.UsageError("--tfperf-against needs --tfperf: the two versions are measured side by side")
+    if opt("--tfperf-against") is not None and opt("--tfperf-update"):
+        raise pytest.UsageError("--tfperf-against judges against another version of the code, not stored "
+                                "baselines; refresh baselines in a run without it")
+    partner = PARTNER_ENV in os.environ  # this session is another session's partner: it only measures
     throughput_gate = opt("--tfperf-throughput-gate") or str(config.getini("tfperf_throughput_gate")).strip()
     if throughput_gate not in ("warn", "fail"):
         raise pytest.UsageError(f"ini option tfperf_throughput_gate = {throughput_gate!r}: expected warn or fail")
     return SessionConfig(
         measure=opt(OPT_MEASURE),
-        json_path=opt("--tfperf-json"),
-        markdown_path=opt("--tfperf-markdown"),
+        json_path=None if partner else opt("--tfperf-json"),
+        markdown_path=None if partner else opt("--tfperf-markdown"),
         budget_s=float(budget),
         rounds=int(rounds),
         baseline_dir=opt("--tfperf-baseline-dir") or config.getini("tfperf_baseline_dir"),
-        update=opt("--tfperf-update"),
+        update=opt("--tfperf-update") and not partner,
         update_improved_only=opt("--tfperf-update-improved"),
         strict=opt("--tfperf-strict"),
         tolerance=opt("--tfperf-tolerance"),
@@ -124,6 +160,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         throughput_gate=throughput_gate,
         # pytest's own faulthandler timer is the same single timer: leave it alone when set.
         hard_exit=not float(config.getini("faulthandler_timeout") or 0),
+        against=None if partner else opt("--tfperf-against"),
     )
 
 

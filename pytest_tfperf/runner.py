@@ -176,6 +176,7 @@ def measure(
     watch: bool = True,
     memory_readers: Sequence[MemoryReader] | None = None,
     split_input: bool = True,
+    pace: Callable[[str, int], None] | None = None,
 ) -> dict[str, RawRun]:
     """Measure one or more variants, interleaving their rounds.
 
@@ -187,6 +188,11 @@ def measure(
     ``memory_growth.readers_for``). With ``split_input``, a pull+step workload
     is also measured as the dataset alone and the step alone, within the
     same budget (``RawRun.input_split``).
+
+    ``pace(event, round_index)``, when given, is called with ``("ready", -1)``
+    once warm-up and calibration are done, then ``("before", r)`` and
+    ``("after", r)`` around each round, outside any timed region: the hook
+    that lets a partner session take its turns (``partner``).
 
     An exception of the workload leaves with ``tfperf_phase`` (where it
     happened) and ``tfperf_peaks`` (the probes' peaks at that moment) set on
@@ -218,7 +224,11 @@ def measure(
                 _warm_up(st, settings if st.aux_of is None else _alone_warmup(settings), clock, sync, progress)
             plans = {id(st): _plan(st, settings) for st in states}
             n_rounds = max(p.rounds for p in plans.values())
+            if pace is not None:
+                pace("ready", -1)
             for r in range(n_rounds):
+                if pace is not None:
+                    pace("before", r)
                 order = states if r % 2 == 0 else list(reversed(states))
                 for st in order:
                     plan = plans[id(st)]
@@ -228,6 +238,8 @@ def measure(
                     chunk = chunk_size(plan.rounds * plan.iterations_per_round)
                     _timed_round(st, plan.iterations_per_round, clock, sync, probes, progress, chunk=chunk,
                                  round_index=r)
+                if pace is not None:
+                    pace("after", r)
         except Abandoned:
             raise
         except BaseException as exc:

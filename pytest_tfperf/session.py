@@ -31,7 +31,8 @@ class Outcome:
     baseline: str = ""  # "", "no baseline", "no baseline for this environment"
     gating: bool = True  # False while baselines are being refreshed: a slower number is accepted then
     throughput_fails: bool = True  # False: a stored-baseline throughput regression is a warning (see config)
-    paired_with: str | None = None  # the reference variant of a paired verdict
+    paired_with: str | None = None  # the reference variant of a paired verdict (or --tfperf-against's version)
+    partner: bool = False  # paired with the same test in a partner session (--tfperf-against)
     item_id: str = ""  # the pytest node id this outcome belongs to
     variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
@@ -76,6 +77,9 @@ class TfPerfSession:
         self._probes: dict[bool, list[Any]] = {}
         self._store: Any = None
         self._written: list[str] = []  # what finish() wrote, for the summary
+        self.partner_server: Any = None  # partner.PartnerServer when this session is another's partner
+        self.invocation: tuple[str, list[str]] = (rootdir, [])  # where pytest ran, and its path arguments
+        self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -95,6 +99,9 @@ class TfPerfSession:
         return self._probes[tf_loaded]
 
     def close(self) -> None:
+        if self._partner is not None:
+            self._partner.close()
+            self._partner = None
         for probes in self._probes.values():
             for probe in probes:
                 probe.close()
@@ -117,19 +124,34 @@ class TfPerfSession:
     def measure_and_judge(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
                           settings: runner.RunSettings, reference: str | None = None) -> dict[str, Measurement]:
         options: MarkerOptions = fx._options
+        if self.partner_server is not None and self.partner_server.request is not None:
+            return self._measure_for_partner(fx, workloads, mode, settings)
 
-        def measure_once() -> dict[str, Measurement]:
+        def measure_once(pace: Callable[[str, int], None] | None = None) -> dict[str, Measurement]:
             raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
-                                  watch=settings.stall.enabled)
+                                  watch=settings.stall.enabled, pace=pace)
             return {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
 
-        measured = measure_once()
-        if reference is not None:
+        against, against_note = None, None
+        if self.config.against and reference is None and len(workloads) == 1 and options.gate:
+            settings = _paired_settings(settings)
+            against, against_note = self._measure_beside_partner(fx._test_id, settings, measure_once)
+            measured = against[0] if against is not None else measure_once()
+        else:
+            measured = measure_once()
+        if against is not None:
+            name = next(iter(measured))
+            outcomes = {name: self._evaluate_against(measured[name], against[1], options)}
+        elif reference is not None:
             outcomes = {name: self._evaluate_paired(m, measured[reference], reference, options)
                         if name != reference else self._evaluate(m, options) for name, m in measured.items()}
         else:
             outcomes = {name: self._evaluate(m, options) for name, m in measured.items()}
-        if reference is None and self.config.remeasure and any(_borderline(o) for o in outcomes.values()):
+        if against_note is not None:
+            for o in outcomes.values():
+                o.notices.append(against_note)
+        if (against is None and reference is None and self.config.remeasure
+                and any(_borderline(o) for o in outcomes.values())):
             # Borderline evidence: measure again (all variants, so pairs stay
             # interleaved) and judge the pooled samples, rather than flip a coin.
             from pytest_tfperf.compare import pool
@@ -149,6 +171,79 @@ class TfPerfSession:
         if failures:
             _fail("\n\n".join(failures))
         return measured
+
+    # -- --tfperf-against: the same test of the other version, in a partner session --------
+
+    def partner(self) -> Any:
+        if self._partner is None:
+            from pathlib import Path
+
+            from pytest_tfperf.partner import Partner, repository_root
+
+            invocation_dir, args = self.invocation
+            root = repository_root(Path(invocation_dir)) or Path(self.rootdir)
+            assert self.config.against is not None
+            self._partner = Partner(self.config.against, current_root=root, invocation_dir=Path(invocation_dir),
+                                    test_args=args, timeout_s=self.config.stall_ceiling_s + 60.0)
+        return self._partner
+
+    def _measure_beside_partner(
+        self, test_id: str, settings: runner.RunSettings,
+        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]],
+    ) -> tuple[tuple[dict[str, Measurement], Measurement] | None, str | None]:
+        """Measure with the partner taking turns; ((ours, theirs), None), or (None, why not) to judge as usual."""
+        from pytest_tfperf.partner import PartnerError
+
+        against = self.config.against
+        try:
+            run = self.partner().begin(test_id, settings.rounds, settings.budget_s)
+        except PartnerError as exc:
+            return None, f"{test_id}: not measured beside {against}: {exc}; judged as without --tfperf-against"
+        completed = False
+        try:
+            measured = measure_once(run.pace)
+            completed = True
+        finally:
+            try:
+                theirs = run.finish(completed)
+                why = None
+            except PartnerError as exc:
+                theirs, why = None, str(exc)
+        if theirs is None:
+            note = (f"{test_id}: measured beside {against} but its figures were lost ({why}); "
+                    "judged as without --tfperf-against")
+            return None, note
+        return (measured, theirs), None
+
+    def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
+                             settings: runner.RunSettings) -> dict[str, Measurement]:
+        """This session is a partner: measure in step with the coordinator, send the result, judge nothing."""
+        from pytest_tfperf.partner import PartnerError
+
+        server = self.partner_server
+        request = server.request
+        if len(workloads) != 1:
+            raise PartnerError(f"{fx._test_id} measures {len(workloads)} variants with tfperf.compare() in this "
+                               "version; --tfperf-against pairs single workloads only")
+        settings = dataclasses.replace(settings, rounds=request.rounds, min_rounds=request.rounds,
+                                       budget_s=request.budget_s)
+        raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
+                              watch=settings.stall.enabled, pace=server.pace)
+        measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
+        server.send_result(next(iter(measured.values())))
+        fx.results.update(measured)
+        return measured
+
+    def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome:
+        """Budgets, then the paired gate against the same test of the other version, measured in turns."""
+        from pytest_tfperf.compare import judge_paired
+
+        outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
+        outcome.verdict = judge_paired(m, theirs, self._tolerances(options))
+        outcome.baseline = f"measured beside {self.config.against}"
+        outcome.paired_with = self.config.against
+        outcome.partner = True
+        return outcome
 
     def _build(self, test_id: str, mode: str, raw: runner.RawRun) -> Measurement:
         from pytest_tfperf import diagnostics
@@ -230,7 +325,7 @@ class TfPerfSession:
             parts += [f"  {v.message()}" for v in o.violations]
         if o.verdict is not None and o.verdict.status == "regressed":
             parts.append(o.verdict.failure_message(self.environment().fingerprint, self.refresh_hint(o),
-                                                   paired_with=o.paired_with))
+                                                   paired_with=o.paired_with, partner=o.partner))
         for d in o.measurement.diagnoses:
             if d.severity != "info":
                 parts.append(f"  diagnosis: {d.summary}")
@@ -352,6 +447,14 @@ class TfPerfSession:
             return None
         self.failures.append(failure)
         return failure.message
+
+
+def _paired_settings(settings: runner.RunSettings) -> runner.RunSettings:
+    """Rounds for a paired verdict: 7 pairs at least reach 99%; 20 short ones catch a 10% slowdown."""
+    from pytest_tfperf.fixture import PAIRED_ROUNDS
+
+    rounds = max(settings.rounds, PAIRED_ROUNDS)
+    return dataclasses.replace(settings, rounds=rounds, min_rounds=rounds)
 
 
 def _borderline(o: Outcome) -> bool:

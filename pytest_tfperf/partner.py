@@ -1,0 +1,434 @@
+"""Measure the baseline code beside the current code: ``pytest --tfperf --tfperf-against=REV``.
+
+A shared CI machine's speed moves by far more than 10% from one process to
+the next and from one minute to the next (``benchmarks/results/validation.md``),
+so a number measured today cannot be judged against one stored last week.
+What does work is measuring both versions *at the same time*, rounds
+interleaved: a slow spell of the machine then hits both alike and cancels in
+the per-round ratio. Two versions of a user's package cannot live in one
+Python process, so the baseline runs in a second pytest session, the
+*partner*, started in a checkout of the baseline revision (a ``git worktree``
+made for the run, or a directory). This session drives it test by test:
+
+1. ``run``: the partner runs the same test id up to its ``tfperf`` call,
+   warms up and calibrates, and answers ``ready`` (or ``missing`` when its
+   tree has no such test, ``failed`` when the test broke before measuring).
+2. The two sessions then take turns, one timed round each, in ABBA order
+   (``round i`` / ``done i``): only one of them runs at a time, so they never
+   compete for the 2 cores, and each pair of rounds is a few hundred
+   milliseconds apart.
+3. ``result``: the partner sends its measurement; this session judges the two
+   with ``compare.judge_paired`` (signed-rank test on the per-round ratios).
+
+The wire format is one JSON object per line over two pipes whose descriptors
+the partner finds in ``TFPERF_PARTNER_FDS``. Any failure of the partner (a
+crash, a timeout, a test that is missing or fails on the baseline side) drops
+the pairing for that test only, with a notice saying why; the test is then
+judged as without ``--tfperf-against``.
+
+Two processes, not one: the measured spread between two live processes
+taking turns was within 1.7% (10 pairs of processes, unchanged code), far
+inside the 5% decision threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_tfperf.config import PARTNER_ENV as ENV_FDS
+from pytest_tfperf.model import Measurement
+
+LOG_TAIL_LINES = 30
+
+
+class PartnerError(Exception):
+    """The partner session cannot be used (for one test, or at all)."""
+
+
+class Channel:
+    """One JSON object per line, both ways, with a timeout on every read."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd = read_fd
+        self._write_fd = write_fd
+        self._buffer = b""
+
+    def send(self, **message: Any) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._write_fd, data):]
+        except OSError as exc:  # EPIPE: the other side is gone
+            raise PartnerError(f"the other session is gone ({exc.strerror})") from None
+
+    def receive(self, timeout_s: float | None) -> dict[str, Any]:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._read_fd], [], [], remaining)
+            if not ready:
+                raise PartnerError(f"no answer within {timeout_s:.0f} s")
+            chunk = os.read(self._read_fd, 65536)
+            if not chunk:
+                raise PartnerError("the other session ended")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise PartnerError(f"unreadable message {line[:80]!r}") from None
+        if not isinstance(message, dict) or "op" not in message:
+            raise PartnerError(f"unreadable message {line[:80]!r}")
+        return message
+
+    def close(self) -> None:
+        for fd in (self._read_fd, self._write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+# -- where the baseline code lives ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineTree:
+    """A checkout of the baseline code: ``path``; ``worktree_of`` is the repository that made it, if any."""
+
+    path: Path
+    label: str  # what the user asked for: a revision or a directory
+    worktree_of: Path | None = None
+
+    def remove(self) -> None:
+        if self.worktree_of is not None:
+            subprocess.run(["git", "-C", str(self.worktree_of), "worktree", "remove", "--force", str(self.path)],
+                           capture_output=True, check=False)
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise PartnerError("git is not installed, so a revision cannot be checked out; "
+                           "pass a directory that holds the baseline code instead") from None
+
+
+def repository_root(start: Path) -> Path | None:
+    try:
+        done = _git(["rev-parse", "--show-toplevel"], start)
+    except PartnerError:
+        return None
+    return Path(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def checkout(against: str, start: Path, scratch: Path) -> BaselineTree:
+    """The baseline code for ``--tfperf-against``: an existing directory, or a git revision checked out for the run."""
+    candidate = Path(against).expanduser()
+    if not candidate.is_absolute():
+        candidate = start / candidate
+    if candidate.is_dir():
+        return BaselineTree(path=candidate.resolve(), label=against)
+    repo = repository_root(start)
+    if repo is None:
+        raise PartnerError(f"--tfperf-against={against}: not a directory, and {start} is not inside a git "
+                           "repository where it could be a revision")
+    verified = _git(["rev-parse", "--verify", "--quiet", f"{against}^{{commit}}"], repo)
+    if verified.returncode != 0:
+        raise PartnerError(f"--tfperf-against={against}: neither a directory nor a revision of the git repository "
+                           f"at {repo} (for a branch of a CI checkout, fetch it first, e.g. "
+                           f"git fetch origin main --depth=1, and pass origin/main)")
+    path = scratch / "baseline-tree"
+    added = _git(["worktree", "add", "--detach", str(path), verified.stdout.strip()], repo)
+    if added.returncode != 0:
+        raise PartnerError(f"--tfperf-against={against}: git worktree add failed: {added.stderr.strip()}")
+    return BaselineTree(path=path, label=against, worktree_of=repo)
+
+
+def mapped_directory(invocation_dir: Path, current_root: Path, tree: Path) -> Path:
+    """Where in ``tree`` the partner runs: the same place relative to the root as this session."""
+    try:
+        relative = invocation_dir.resolve().relative_to(current_root.resolve())
+    except ValueError:
+        return tree
+    target = tree / relative
+    return target if target.is_dir() else tree
+
+
+def partner_environment(tree: Path, base: dict[str, str], fds: str) -> dict[str, str]:
+    """The environment of the partner: its tree's code first on the import path."""
+    env = dict(base)
+    paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env[ENV_FDS] = fds
+    return env
+
+
+# -- this session's side: the coordinator ---------------------------------------------------
+
+
+class Partner:
+    """The partner session, started on first use and stopped by ``close``."""
+
+    def __init__(self, against: str, *, current_root: Path, invocation_dir: Path, test_args: Sequence[str],
+                 timeout_s: float, python: str = sys.executable) -> None:
+        self.against = against
+        self._current_root = current_root
+        self._invocation_dir = invocation_dir
+        self._test_args = list(test_args)
+        self._timeout_s = timeout_s
+        self._python = python
+        self._process: subprocess.Popen[bytes] | None = None
+        self._channel: Channel | None = None
+        self._scratch: Path | None = None
+        self._tree: BaselineTree | None = None
+        self._broken: str | None = None  # why the partner cannot be used at all any more
+
+    @property
+    def log_path(self) -> Path | None:
+        return None if self._scratch is None else self._scratch / "partner.log"
+
+    def _start(self) -> Channel:
+        if self._broken is not None:
+            raise PartnerError(self._broken)
+        if self._channel is not None:
+            return self._channel
+        try:
+            self._scratch = Path(tempfile.mkdtemp(prefix="tfperf-partner-"))
+            self._tree = checkout(self.against, self._invocation_dir, self._scratch)
+            cwd = mapped_directory(self._invocation_dir, self._current_root, self._tree.path)
+            to_partner_r, to_partner_w = os.pipe()
+            from_partner_r, from_partner_w = os.pipe()
+            env = partner_environment(self._tree.path, dict(os.environ), f"{to_partner_r},{from_partner_w}")
+            command = [self._python, "-m", "pytest", "--tfperf", "-p", "no:cacheprovider", "-q",
+                       "-o", "addopts=", *self._test_args]
+            assert self.log_path is not None
+            with open(self.log_path, "wb") as log:
+                self._process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                                 stderr=subprocess.STDOUT, pass_fds=(to_partner_r, from_partner_w))
+            os.close(to_partner_r)
+            os.close(from_partner_w)
+            self._channel = Channel(from_partner_r, to_partner_w)
+            hello = self._channel.receive(self._timeout_s)
+            if hello.get("op") != "hello":
+                raise PartnerError(f"unexpected first message {hello}")
+        except PartnerError as exc:
+            self._broken = f"the partner session in {self.against} could not start: {exc}{self._log_tail()}"
+            self.close(keep_reason=True)
+            raise PartnerError(self._broken) from None
+        return self._channel
+
+    def begin(self, test_id: str, rounds: int, budget_s: float) -> PairedRun:
+        """Ask the partner to get ``test_id`` ready to measure; raises PartnerError with the reason it can't."""
+        channel = self._start()
+        try:
+            channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s)
+            answer = channel.receive(self._timeout_s)
+        except PartnerError as exc:
+            self._lost(exc)
+        op = answer.get("op")
+        if op == "ready":
+            return PairedRun(self, channel, test_id)
+        if op == "missing":
+            raise PartnerError(f"{self.against} has no test {test_id}")
+        if op == "failed":
+            raise PartnerError(f"the test failed in {self.against} before measuring: {answer.get('text', '')}")
+        self._lost(PartnerError(f"unexpected answer {answer}"))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _lost(self, exc: PartnerError) -> None:
+        self._broken = f"the partner session in {self.against} stopped answering ({exc}){self._log_tail()}"
+        self.close(keep_reason=True)
+        raise PartnerError(self._broken) from None
+
+    def _log_tail(self) -> str:
+        path = self.log_path
+        if path is None or not path.exists():
+            return ""
+        lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        return "; its output ended with:\n    " + "\n    ".join(lines) if lines else ""
+
+    def close(self, *, keep_reason: bool = False) -> None:
+        if self._channel is not None:
+            try:
+                self._channel.send(op="exit")
+            except PartnerError:
+                pass
+            self._channel.close()
+            self._channel = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+        if self._tree is not None:
+            self._tree.remove()
+            self._tree = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+        if not keep_reason:
+            self._broken = "closed"
+
+
+class PairedRun:
+    """One test measured beside its partner: ``pace`` drives the partner's rounds, ``finish`` fetches its figures."""
+
+    def __init__(self, partner: Partner, channel: Channel, test_id: str) -> None:
+        self._partner = partner
+        self._channel = channel
+        self._test_id = test_id
+        self.dropped: str | None = None  # why the pairing ended early, if it did
+        self._rounds_done = 0
+
+    def pace(self, event: str, index: int) -> None:
+        """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd."""
+        if (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
+            self._partner_round(index)
+
+    def _partner_round(self, index: int) -> None:
+        if self.dropped is not None:
+            return
+        try:
+            self._channel.send(op="round", index=index)
+            answer = self._channel.receive(self._partner._timeout_s)
+        except PartnerError as exc:
+            self.dropped = f"the partner stopped answering in round {index + 1} ({exc})"
+            return
+        if answer.get("op") != "done" or answer.get("index") != index:
+            text = answer.get("text", answer)
+            self.dropped = f"the partner's measurement failed in round {index + 1}: {text}"
+            return
+        self._rounds_done += 1
+
+    def finish(self, completed: bool) -> Measurement:
+        """The partner's measurement; ``completed`` False (ours failed) stops the partner's test instead."""
+        from pytest_tfperf.serialization import Field, StorageError, measurement_from_dict
+
+        if not completed and self.dropped is None:
+            self.dropped = "this session's measurement did not complete"
+            try:
+                self._channel.send(op="abort")
+                self._drain()
+            except PartnerError:
+                pass
+        if self.dropped is not None:
+            raise PartnerError(self.dropped)
+        try:
+            answer = self._channel.receive(self._partner._timeout_s)
+        except PartnerError as exc:
+            raise PartnerError(f"the partner sent no result ({exc})") from None
+        if answer.get("op") != "result":
+            raise PartnerError(f"the partner sent no result: {answer.get('text', answer)}")
+        where = Field(f"the partner's result for {self._test_id}", "", "a pytest-tfperf bug: please report it")
+        try:
+            return measurement_from_dict(answer.get("measurement"), where)
+        except StorageError as exc:
+            raise PartnerError(str(exc)) from None
+
+    def _drain(self) -> None:
+        while True:
+            answer = self._channel.receive(self._partner._timeout_s)
+            if answer.get("op") in ("failed", "result"):
+                return
+
+
+# -- the partner's side ---------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """What the coordinator asked this partner session to measure now."""
+
+    test_id: str
+    rounds: int
+    budget_s: float
+    answered: bool = False  # a "ready", "result" or "failed" went back
+    failure: str = ""
+
+
+class PartnerServer:
+    """Runs in the partner session: serves ``run`` requests test by test, rounds on command."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.request: Request | None = None
+
+    @classmethod
+    def from_environment(cls) -> PartnerServer:
+        raw = os.environ.get(ENV_FDS, "")
+        read_fd, _, write_fd = raw.partition(",")
+        try:
+            return cls(Channel(int(read_fd), int(write_fd)))
+        except ValueError:
+            raise PartnerError(f"{ENV_FDS}={raw!r}: expected two pipe descriptors, 'READ,WRITE'") from None
+
+    def serve(self, items: Sequence[Any], run_item: Callable[[Any], None]) -> None:
+        by_id = {item.nodeid: item for item in items}
+        self.channel.send(op="hello", pid=os.getpid())
+        while True:
+            try:
+                message = self.channel.receive(None)
+            except PartnerError:
+                return  # the coordinator is gone: nothing left to do
+            op = message.get("op")
+            if op == "exit":
+                return
+            if op != "run":
+                continue  # a stray "abort" after a request ended
+            test_id = str(message.get("nodeid"))
+            item = by_id.get(test_id)
+            if item is None:
+                self.channel.send(op="missing")
+                continue
+            self.request = Request(test_id, int(message.get("rounds", 20)), float(message.get("budget_s", 2.0)))
+            try:
+                run_item(item)
+            finally:
+                request, self.request = self.request, None
+            if request is not None and not request.answered:
+                self.channel.send(op="failed", text=request.failure or "the test ended without measuring")
+
+    # Called by the partner session's measuring code.
+
+    def pace(self, event: str, index: int) -> None:
+        if event == "ready":
+            self._answer(op="ready")
+        elif event == "before":
+            message = self.channel.receive(None)
+            if message.get("op") != "round" or message.get("index") != index:
+                raise PartnerError(f"stopped by the coordinator ({message.get('op')})")
+        elif event == "after":
+            self.channel.send(op="done", index=index)
+
+    def send_result(self, measurement: Measurement) -> None:
+        from pytest_tfperf.serialization import measurement_to_dict
+
+        self._answer(op="result", measurement=measurement_to_dict(measurement))
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        """Registered as a pytest plugin: keep the first failure's last line for the coordinator."""
+        if report.failed and self.request is not None and not self.request.failure:
+            lines = str(report.longreprtext).strip().splitlines()
+            self.request.failure = f"{report.when}: {lines[-1] if lines else 'failed'}"
+
+    def _answer(self, **message: Any) -> None:
+        self.channel.send(**message)
+        if self.request is not None and message.get("op") in ("result", "failed"):
+            self.request.answered = True
