@@ -50,6 +50,7 @@ from pytest_tfperf.config import PARTNER_ENV as ENV_FDS
 from pytest_tfperf.model import Measurement
 
 LOG_TAIL_LINES = 30
+PROTOCOL = 1  # bumped when the messages change: both sessions must speak the same one
 
 
 class PartnerError(Exception):
@@ -134,13 +135,13 @@ def repository_root(start: Path) -> Path | None:
     return Path(done.stdout.strip()) if done.returncode == 0 else None
 
 
-def checkout(against: str, start: Path, scratch: Path) -> BaselineTree:
-    """The baseline code for ``--tfperf-against``: an existing directory, or a git revision checked out for the run."""
+def resolve_against(against: str, start: Path) -> tuple[Path | None, Path | None, str]:
+    """(directory, None, "") for a directory, or (None, repository, commit) for a git revision; PartnerError if neither."""
     candidate = Path(against).expanduser()
     if not candidate.is_absolute():
         candidate = start / candidate
     if candidate.is_dir():
-        return BaselineTree(path=candidate.resolve(), label=against)
+        return candidate.resolve(), None, ""
     repo = repository_root(start)
     if repo is None:
         raise PartnerError(f"--tfperf-against={against}: not a directory, and {start} is not inside a git "
@@ -148,10 +149,19 @@ def checkout(against: str, start: Path, scratch: Path) -> BaselineTree:
     verified = _git(["rev-parse", "--verify", "--quiet", f"{against}^{{commit}}"], repo)
     if verified.returncode != 0:
         raise PartnerError(f"--tfperf-against={against}: neither a directory nor a revision of the git repository "
-                           f"at {repo} (for a branch of a CI checkout, fetch it first, e.g. "
+                           f"at {repo} (for a branch in a shallow CI checkout, fetch it first, e.g. "
                            f"git fetch origin main --depth=1, and pass origin/main)")
+    return None, repo, verified.stdout.strip()
+
+
+def checkout(against: str, start: Path, scratch: Path) -> BaselineTree:
+    """The baseline code for ``--tfperf-against``: an existing directory, or a git revision checked out for the run."""
+    directory, repo, commit = resolve_against(against, start)
+    if directory is not None:
+        return BaselineTree(path=directory, label=against)
+    assert repo is not None
     path = scratch / "baseline-tree"
-    added = _git(["worktree", "add", "--detach", str(path), verified.stdout.strip()], repo)
+    added = _git(["worktree", "add", "--detach", str(path), commit], repo)
     if added.returncode != 0:
         raise PartnerError(f"--tfperf-against={against}: git worktree add failed: {added.stderr.strip()}")
     return BaselineTree(path=path, label=against, worktree_of=repo)
@@ -168,13 +178,21 @@ def mapped_directory(invocation_dir: Path, current_root: Path, tree: Path) -> Pa
 
 
 def partner_environment(tree: Path, base: dict[str, str], fds: str) -> dict[str, str]:
-    """The environment of the partner: its tree's code first on the import path."""
+    """The environment of the partner: its tree's code first on the import path.
+
+    Except pytest-tfperf itself: when the tree is a checkout of this plugin,
+    the partner must still load the plugin of this session, which speaks its
+    protocol (the catalog then comes from this session's code too).
+    """
     env = dict(base)
     paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+    if (tree / "pytest_tfperf").is_dir():
+        paths.insert(0, str(Path(__file__).resolve().parent.parent))
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[ENV_FDS] = fds
+    env.pop("GITHUB_STEP_SUMMARY", None)  # the summary is this session's to write
     return env
 
 
@@ -224,8 +242,9 @@ class Partner:
             os.close(from_partner_w)
             self._channel = Channel(from_partner_r, to_partner_w)
             hello = self._channel.receive(self._timeout_s)
-            if hello.get("op") != "hello":
-                raise PartnerError(f"unexpected first message {hello}")
+            if hello.get("op") != "hello" or hello.get("protocol") != PROTOCOL:
+                raise PartnerError(f"it speaks another version of the partner protocol ({hello}; this one "
+                                   f"speaks {PROTOCOL}): install the same pytest-tfperf for both trees")
         except PartnerError as exc:
             self._broken = f"the partner session in {self.against} could not start: {exc}{self._log_tail()}"
             self.close(keep_reason=True)
@@ -381,7 +400,7 @@ class PartnerServer:
 
     def serve(self, items: Sequence[Any], run_item: Callable[[Any], None]) -> None:
         by_id = {item.nodeid: item for item in items}
-        self.channel.send(op="hello", pid=os.getpid())
+        self.channel.send(op="hello", protocol=PROTOCOL, pid=os.getpid())
         while True:
             try:
                 message = self.channel.receive(None)
@@ -425,8 +444,10 @@ class PartnerServer:
     def pytest_runtest_logreport(self, report: Any) -> None:
         """Registered as a pytest plugin: keep the first failure's last line for the coordinator."""
         if report.failed and self.request is not None and not self.request.failure:
+            crash = getattr(report.longrepr, "reprcrash", None)
             lines = str(report.longreprtext).strip().splitlines()
-            self.request.failure = f"{report.when}: {lines[-1] if lines else 'failed'}"
+            text = crash.message if crash is not None else (lines[-1] if lines else "failed")
+            self.request.failure = f"{report.when}: {text}"
 
     def _answer(self, **message: Any) -> None:
         self.channel.send(**message)

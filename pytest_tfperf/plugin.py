@@ -85,7 +85,19 @@ def pytest_configure(config: pytest.Config) -> None:
             "--tfperf measures timings, and tests running in parallel (pytest-xdist -n) would slow each "
             "other down and corrupt every figure. Run the measured tests serially: add -n 0 (or -p no:xdist)."
         )
+    if session_config.against is not None:
+        _check_against(session_config.against, config)
     config.stash[CONFIG_KEY] = session_config
+
+
+def _check_against(against: str, config: pytest.Config) -> None:
+    # A mistyped revision must stop the run before anything is measured, not fall back silently.
+    from pytest_tfperf.partner import PartnerError, resolve_against
+
+    try:
+        resolve_against(against, config.invocation_params.dir)
+    except PartnerError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 CONFIG_KEY = pytest.StashKey[SessionConfig]()

@@ -135,13 +135,15 @@ class TfPerfSession:
         against, against_note = None, None
         if self.config.against and reference is None and len(workloads) == 1 and options.gate:
             settings = _paired_settings(settings)
-            against, against_note = self._measure_beside_partner(fx._test_id, settings, measure_once)
+            against, against_note = self._measure_beside_partner(
+                fx._test_id, settings, measure_once, fallback="judged as without --tfperf-against")
             measured = against[0] if against is not None else measure_once()
         else:
             measured = measure_once()
         if against is not None:
             name = next(iter(measured))
-            outcomes = {name: self._evaluate_against(measured[name], against[1], options)}
+            outcomes = {name: self._judge_against(fx._test_id, measured, name, against[1], options, settings,
+                                                  measure_once)}
         elif reference is not None:
             outcomes = {name: self._evaluate_paired(m, measured[reference], reference, options)
                         if name != reference else self._evaluate(m, options) for name, m in measured.items()}
@@ -187,18 +189,39 @@ class TfPerfSession:
                                     test_args=args, timeout_s=self.config.stall_ceiling_s + 60.0)
         return self._partner
 
+    def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
+                       options: MarkerOptions, settings: runner.RunSettings,
+                       measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]) -> Outcome:
+        """The paired verdict against the partner's figures; a borderline one is measured once more, pooled."""
+        outcome = self._evaluate_against(measured[name], theirs, options)
+        if not (self.config.remeasure and _borderline(outcome)):
+            return outcome
+        from pytest_tfperf.compare import pool
+
+        again, note = self._measure_beside_partner(test_id, settings, measure_once,
+                                                   fallback="the first measurement decided")
+        if again is None:
+            outcome.notices.append(f"{note} (a re-measure of a borderline verdict)")
+            return outcome
+        measured[name] = pool(measured[name], again[0][name])
+        outcome = self._evaluate_against(measured[name], pool(theirs, again[1]), options)
+        outcome.notices.append(
+            f"{test_id}: re-measured beside {self.config.against} once because the first verdict was borderline; "
+            f"judged on both measurements pooled ({len(measured[name].timings.round_sizes)} rounds a side)")
+        return outcome
+
     def _measure_beside_partner(
         self, test_id: str, settings: runner.RunSettings,
-        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]],
+        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
     ) -> tuple[tuple[dict[str, Measurement], Measurement] | None, str | None]:
-        """Measure with the partner taking turns; ((ours, theirs), None), or (None, why not) to judge as usual."""
+        """Measure with the partner taking turns; ((ours, theirs), None), or (None, why not and ``fallback``)."""
         from pytest_tfperf.partner import PartnerError
 
         against = self.config.against
         try:
             run = self.partner().begin(test_id, settings.rounds, settings.budget_s)
         except PartnerError as exc:
-            return None, f"{test_id}: not measured beside {against}: {exc}; judged as without --tfperf-against"
+            return None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
         completed = False
         try:
             measured = measure_once(run.pace)
@@ -210,8 +233,7 @@ class TfPerfSession:
             except PartnerError as exc:
                 theirs, why = None, str(exc)
         if theirs is None:
-            note = (f"{test_id}: measured beside {against} but its figures were lost ({why}); "
-                    "judged as without --tfperf-against")
+            note = f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
             return None, note
         return (measured, theirs), None
 

@@ -1,0 +1,239 @@
+"""The partner protocol of --tfperf-against, without processes: pipes, fake channels, a throwaway git repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_tfperf.model import Measurement, Timings
+from pytest_tfperf.partner import (
+    ENV_FDS,
+    Channel,
+    PairedRun,
+    PartnerError,
+    PartnerServer,
+    checkout,
+    mapped_directory,
+    partner_environment,
+    resolve_against,
+)
+from pytest_tfperf.serialization import measurement_to_dict
+
+
+def pipe_channels() -> tuple[Channel, Channel]:
+    a_r, b_w = os.pipe()
+    b_r, a_w = os.pipe()
+    return Channel(a_r, a_w), Channel(b_r, b_w)
+
+
+def test_channel_carries_json_lines_both_ways() -> None:
+    a, b = pipe_channels()
+    a.send(op="run", nodeid="t.py::test[x]", rounds=20)
+    a.send(op="round", index=3)
+    assert b.receive(1.0) == {"op": "run", "nodeid": "t.py::test[x]", "rounds": 20}
+    assert b.receive(1.0) == {"op": "round", "index": 3}
+    b.send(op="done", index=3)
+    assert a.receive(1.0) == {"op": "done", "index": 3}
+    a.close()
+    b.close()
+
+
+def test_channel_reports_silence_an_ended_peer_and_garbage() -> None:
+    a, b = pipe_channels()
+    with pytest.raises(PartnerError, match="no answer within"):
+        a.receive(0.05)
+    os.write(b._write_fd, b"not json\n")
+    with pytest.raises(PartnerError, match="unreadable message"):
+        a.receive(1.0)
+    b.close()
+    with pytest.raises(PartnerError, match="ended"):
+        a.receive(1.0)
+    with pytest.raises(PartnerError, match="gone"):
+        a.send(op="exit")
+    a.close()
+
+
+class ScriptedChannel:
+    """Answers each receive from a script; records what was sent."""
+
+    def __init__(self, answers: list[dict[str, Any]]) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.answers = list(answers)
+
+    def send(self, **message: Any) -> None:
+        self.sent.append(message)
+
+    def receive(self, timeout_s: float | None) -> dict[str, Any]:
+        if not self.answers:
+            raise PartnerError("no answer within 1 s")
+        return self.answers.pop(0)
+
+
+class FakePartner:
+    _timeout_s = 1.0
+
+
+def measurement() -> Measurement:
+    return Measurement(test_id="t.py::test_a", mode="call",
+                       timings=Timings((1000, 1100, 1200, 1300), (2, 2), 1.0, first_call_ns=5000))
+
+
+def test_partner_rounds_go_abba_around_ours() -> None:
+    channel = ScriptedChannel([{"op": "done", "index": i} for i in range(4)]
+                              + [{"op": "result", "measurement": measurement_to_dict(measurement())}])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    order: list[str] = []
+
+    def partner_rounds_since(mark: int) -> None:
+        order.extend(f"partner {m['index']}" for m in channel.sent[mark:])
+
+    for r in range(4):
+        mark = len(channel.sent)
+        run.pace("before", r)
+        partner_rounds_since(mark)
+        order.append(f"ours {r}")
+        mark = len(channel.sent)
+        run.pace("after", r)
+        partner_rounds_since(mark)
+    assert order == ["ours 0", "partner 0", "partner 1", "ours 1", "ours 2", "partner 2", "partner 3", "ours 3"]
+    assert run.finish(True) == measurement()
+
+
+def test_a_partner_that_fails_mid_run_drops_the_pairing_with_its_reason() -> None:
+    channel = ScriptedChannel([{"op": "done", "index": 0}, {"op": "failed", "text": "call: ZeroDivisionError"}])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    for r in range(4):
+        run.pace("before", r)
+        run.pace("after", r)
+    assert len(channel.sent) == 2  # no more rounds asked of a partner that failed
+    assert run.dropped is not None and "ZeroDivisionError" in run.dropped and "round 2" in run.dropped
+    with pytest.raises(PartnerError, match="ZeroDivisionError"):
+        run.finish(True)
+
+
+def test_when_our_side_fails_the_partner_is_stopped_and_drained() -> None:
+    channel = ScriptedChannel([{"op": "failed", "text": "stopped by the coordinator"}])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    with pytest.raises(PartnerError, match="did not complete"):
+        run.finish(False)
+    assert channel.sent == [{"op": "abort"}] and not channel.answers
+
+
+def test_an_unreadable_result_is_reported_as_such() -> None:
+    channel = ScriptedChannel([{"op": "result", "measurement": {"test_id": 3}}])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    with pytest.raises(PartnerError, match="the partner's result for t.py::test_a"):
+        run.finish(True)
+
+
+class FakeItem:
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+
+def test_the_partner_server_answers_missing_failed_and_result() -> None:
+    channel = ScriptedChannel([
+        {"op": "run", "nodeid": "t.py::nope", "rounds": 20, "budget_s": 1.0},
+        {"op": "run", "nodeid": "t.py::broken", "rounds": 20, "budget_s": 1.0},
+        {"op": "run", "nodeid": "t.py::good", "rounds": 2, "budget_s": 0.5},
+        {"op": "round", "index": 0}, {"op": "round", "index": 1},
+        {"op": "exit"},
+    ])
+    server = PartnerServer(channel)  # type: ignore[arg-type]
+    seen = []
+
+    def run_item(item: FakeItem) -> None:
+        assert server.request is not None
+        seen.append((item.nodeid, server.request.rounds, server.request.budget_s))
+        if item.nodeid.endswith("broken"):
+            crash = SimpleNamespace(message="OSError: no data")
+            report = SimpleNamespace(failed=True, when="setup", longrepr=SimpleNamespace(reprcrash=crash),
+                                     longreprtext="...\nfixtures.py:3: OSError")
+            server.pytest_runtest_logreport(report)
+            return
+        server.pace("ready", -1)
+        for r in range(server.request.rounds):
+            server.pace("before", r)
+            server.pace("after", r)
+        server.send_result(measurement())
+
+    server.serve([FakeItem("t.py::broken"), FakeItem("t.py::good")], run_item)  # type: ignore[arg-type]
+    ops = [m["op"] for m in channel.sent]
+    assert channel.sent[0]["protocol"] == 1
+    assert ops == ["hello", "missing", "failed", "ready", "done", "done", "result"]
+    assert channel.sent[2]["text"] == "setup: OSError: no data"
+    assert seen == [("t.py::broken", 20, 1.0), ("t.py::good", 2, 0.5)]
+    assert server.request is None
+
+
+def test_a_partner_told_to_stop_mid_run_raises_in_its_test() -> None:
+    server = PartnerServer(ScriptedChannel([{"op": "abort"}]))  # type: ignore[arg-type]
+    with pytest.raises(PartnerError, match="stopped by the coordinator"):
+        server.pace("before", 4)
+
+
+def test_partner_descriptors_must_be_two_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_FDS, "nonsense")
+    with pytest.raises(PartnerError, match="READ,WRITE"):
+        PartnerServer.from_environment()
+
+
+def test_the_partner_imports_its_own_tree_first(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    env = partner_environment(tmp_path, {"PYTHONPATH": "/elsewhere", "HOME": "/root", "GITHUB_STEP_SUMMARY": "s.md"}, "5,6")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), str(tmp_path / "src"), "/elsewhere"]
+    assert env[ENV_FDS] == "5,6" and env["HOME"] == "/root" and "GITHUB_STEP_SUMMARY" not in env
+
+
+def test_the_partner_runs_where_this_session_runs_inside_its_tree(tmp_path: Path) -> None:
+    current, tree = tmp_path / "current", tmp_path / "tree"
+    (current / "benchmarks").mkdir(parents=True)
+    (tree / "benchmarks").mkdir(parents=True)
+    assert mapped_directory(current / "benchmarks", current, tree) == tree / "benchmarks"
+    assert mapped_directory(current, current, tree) == tree
+    assert mapped_directory(tmp_path / "elsewhere", current, tree) == tree
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                          capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def test_against_a_directory_a_revision_or_neither(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "work.py").write_text("N = 1\n")
+    git(repo, "add", "work.py")
+    git(repo, "commit", "-qm", "base")
+    (repo / "work.py").write_text("N = 2\n")
+    git(repo, "commit", "-qam", "change")
+
+    assert resolve_against(str(tmp_path), repo)[0] == tmp_path.resolve()
+    with pytest.raises(PartnerError, match="neither a directory nor a revision"):
+        resolve_against("no-such-branch", repo)
+    with pytest.raises(PartnerError, match="not inside a git repository"):
+        resolve_against("HEAD~1", tmp_path)
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    tree = checkout("HEAD~1", repo, scratch)
+    assert (tree.path / "work.py").read_text() == "N = 1\n"
+    assert "baseline-tree" in git(repo, "worktree", "list")
+    tree.remove()
+    assert not tree.path.exists() and "baseline-tree" not in git(repo, "worktree", "list")
+
+
+def test_a_checkout_of_this_plugin_still_runs_this_plugin(tmp_path: Path) -> None:
+    import pytest_tfperf.partner
+
+    (tmp_path / "pytest_tfperf").mkdir()
+    env = partner_environment(tmp_path, {}, "5,6")
+    first = env["PYTHONPATH"].split(os.pathsep)[0]
+    assert Path(first) == Path(pytest_tfperf.partner.__file__).resolve().parent.parent
