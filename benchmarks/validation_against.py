@@ -70,43 +70,21 @@ MODULE = textwrap.dedent('''
     import pytest
     import tensorflow as tf
 
-    BATCH, WIDTH, LAYERS, TABLE_ROWS, BAG = 512, 512, 4, 12288, 12
     COPIES = {copies}  # test ids per condition
     EXTRA_ROWS = {extra_rows}  # the "code change": extra rows of real work per call, per condition
     EXTRA_BAGS = {extra_bags}  # the "code change": extra bags looked up per call, per condition
-
-    TABLE = tf.random.stateless_normal((TABLE_ROWS, WIDTH), seed=(1, 2))
-    IDS = tf.random.stateless_uniform((2 * BATCH, BAG), seed=(4, 4), maxval=TABLE_ROWS, dtype=tf.int32)
-    WEIGHTS = [tf.random.stateless_normal((WIDTH, WIDTH), seed=(3, i)) / WIDTH ** 0.5 for i in range(LAYERS)]
-
-
-    @tf.function
-    def chain_step(table, rows):
-        x = tf.gather(table, rows)
-        for w in WEIGHTS:
-            x = tf.tanh(tf.matmul(x, w))
-        return tf.reduce_sum(x)
-
-
-    @tf.function
-    def bag_step(table, ids):
-        x = tf.reduce_mean(tf.gather(table, ids), axis=1)
-        for w in WEIGHTS:
-            x = tf.tanh(tf.matmul(x, w))
-        return tf.reduce_sum(x)
+    {tf_workloads}
 
 
     @pytest.mark.parametrize("condition,copy", [(c, i) for c in sorted(EXTRA_ROWS) for i in range(COPIES[c])])
     def test_chain(tfperf, condition, copy):
-        rows = tf.range(BATCH + EXTRA_ROWS[condition]) * 17 % TABLE_ROWS
-        assert tfperf(chain_step, TABLE, rows, items=BATCH).throughput_per_s > 0
+        assert tfperf(chain_step, TABLE, rows(EXTRA_ROWS[condition]), items=BATCH).throughput_per_s > 0
 
 
     @pytest.mark.tfperf(budget_s={bag_budget})
     @pytest.mark.parametrize("condition,copy", [(c, i) for c in sorted(EXTRA_BAGS) for i in range(COPIES[c])])
     def test_bag(tfperf, condition, copy):
-        ids = IDS[:BATCH + EXTRA_BAGS[condition]]
-        assert tfperf(bag_step, TABLE, ids, items=BATCH).throughput_per_s > 0
+        assert tfperf(bag_step, TABLE, bag_ids(EXTRA_BAGS[condition]), items=BATCH).throughput_per_s > 0
 ''')
 
 
@@ -118,8 +96,9 @@ def write_trees(work: Path, copies: dict[str, int], rows: dict[str, int], mem_ro
         changed = tree == "change"
         extra_rows = {c: (rows[c] if changed and c != "aa" else 0) for c in CHAIN_CONDITIONS}
         extra_bags = {c: (mem_rows if changed and c == "mem10" else 0) for c in BAG_CONDITIONS}
-        (path / "test_against.py").write_text(MODULE.format(tree=tree, copies=copies, extra_rows=extra_rows,
-                                                            extra_bags=extra_bags, bag_budget=BAG_BUDGET_S))
+        (path / "test_against.py").write_text(MODULE.format(
+            tree=tree, copies=copies, extra_rows=extra_rows, extra_bags=extra_bags, bag_budget=BAG_BUDGET_S,
+            tf_workloads=validation_study.TF_WORKLOADS))
         (path / "pytest.ini").write_text("[pytest]\n")
         trees[tree] = path
     return trees["baseline"], trees["change"]

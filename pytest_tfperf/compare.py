@@ -49,12 +49,15 @@ core's worth halve it for seconds; unchanged code judged against its stored
 baseline measured -27% to +67%, 5th to 95th percentile), so a run compared
 with one stored run alarms whenever the two caught different states of the
 machine. ``benchmarks/validation_study.py`` measures this; see
-``benchmarks/results/validation.md``.
+``benchmarks/results/validation.md``. The plugin's answer is to measure the
+other version of the code beside this one (``--tfperf-against``, module
+``partner``) and judge the pair with ``judge_paired``.
 
 Paired measurements (``judge_paired``)
 --------------------------------------
 When both sides were measured in one job with their rounds interleaved
-(``tfperf.compare`` variants: round ``i`` of each ran side by side), the
+(``tfperf.compare`` variants, or this test and its partner session's under
+``--tfperf-against``: round ``i`` of each ran side by side), the
 machine's state is shared round by round and cancels in the per-round ratio.
 ``judge_paired`` decides on those ratios: the estimate is the Hodges-Lehmann
 estimate of the per-round log throughput ratios; **regressed** when Wilcoxon's

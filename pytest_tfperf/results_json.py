@@ -45,8 +45,11 @@ SCHEMA = "pytest-tfperf/results"
 #
 # 1 - (pytest-tfperf 0.1.0) first version: environment, and "tests" keyed by
 #     test id, each with "measurement" (or null) and "verdict" (or null).
-SCHEMA_VERSION = 1
-_MIGRATIONS: dict[int, Migration] = {}
+# 2 - each test may carry "compared_with": what its verdict compared with
+#     ("stored baseline", "measured beside origin/main", ...). A version-1
+#     reader refuses unknown keys; a version-1 file is a valid version 2.
+SCHEMA_VERSION = 2
+_MIGRATIONS: dict[int, Migration] = {1: lambda document: document}
 
 DEFAULT_MAX_SAMPLES = 2000  # as for baselines: the same data judged the same way
 _REGENERATE = "pytest --tfperf --tfperf-json=PATH"
@@ -83,6 +86,7 @@ class ResultsDocument:
     created_at: str = ""
     written_by: str = ""
     path: Path | None = None
+    compared_with: Mapping[str, str] = field(default_factory=dict)  # test id -> what its verdict compared with
 
     def measurement(self, test_id: str) -> Measurement | None:
         for m in self.measurements:
@@ -140,6 +144,11 @@ def results_to_dict(
             "measurement": measurement_to_dict(m, max_samples=max_samples),
             "verdict": None if verdict is None else _verdict_to_dict(m.test_id, verdict),
         }
+        # What the verdict compared with: "stored baseline", "measured beside origin/main", "paired with 'main'",
+        # "no baseline", ...: a CI job that reads the file can tell a stored verdict from a paired one.
+        compared_with = getattr(item, "baseline", "")
+        if compared_with:
+            tests[m.test_id]["compared_with"] = compared_with
     for test_id, verdict in (verdicts or {}).items():
         entry = tests.setdefault(test_id, {"measurement": None, "verdict": None})
         entry["verdict"] = _verdict_to_dict(test_id, verdict)
@@ -185,9 +194,10 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
         raise top.key("tests").error("expected an object keyed by test id")
     measurements: list[Measurement] = []
     verdicts: dict[str, Mapping[str, Any]] = {}
+    compared_with: dict[str, str] = {}
     for test_id, raw in sorted(tests.items()):
         where = top.key("tests").key(test_id)
-        entry = read_object(raw, where, ("measurement", "verdict"))
+        entry = read_object(raw, where, ("measurement", "verdict"), ("compared_with",))
         if entry["measurement"] is not None:
             m = measurement_from_dict(entry["measurement"], where.key("measurement"))
             if m.test_id != test_id:
@@ -200,6 +210,8 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
             if not isinstance(entry["verdict"], dict):
                 raise where.key("verdict").error("expected an object or null")
             verdicts[test_id] = MappingProxyType(entry["verdict"])
+        if "compared_with" in entry:
+            compared_with[test_id] = read_str(entry["compared_with"], where.key("compared_with"))
     return ResultsDocument(
         environment=environment,
         measurements=tuple(measurements),
@@ -207,6 +219,7 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
         created_at=read_str(doc["created_at"], top.key("created_at")),
         written_by=read_str(doc["written_by"], top.key("written_by")),
         path=None if source == "<results>" else Path(source),
+        compared_with=MappingProxyType(compared_with),
     )
 
 

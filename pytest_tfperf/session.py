@@ -329,6 +329,7 @@ class TfPerfSession:
             return
         if match.soft_differences:
             outcome.notices.append(f"{test_id}: {match.describe()}")
+        outcome.baseline = "stored baseline"
         outcome.verdict = judge(outcome.measurement, match.measurement, self._tolerances(options))
         outcome.throughput_fails = self.config.throughput_gate == "fail"
         if outcome.warned_only and outcome.gating:

@@ -70,7 +70,7 @@ def test_results_round_trip_with_environment_measurements_and_verdicts(tmp_path:
 
 def test_results_document_layout(tmp_path: Path) -> None:
     data = results_to_dict(ENV, [measurement("t::a")], created_at=WHEN)
-    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 1
+    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 2
     assert set(data) == {"created_at", "environment", "schema", "schema_version", "tests", "written_by"}
     assert data["environment"]["hard"] == {"cpu_model": "Xeon", "tensorflow": "2.21.0"}
     assert data["tests"]["t::a"]["verdict"] is None
@@ -129,7 +129,7 @@ def test_a_failed_write_keeps_the_previous_results(tmp_path: Path, monkeypatch: 
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (lambda d: d.update(schema_version=2), "written by a newer pytest-tfperf"),
+        (lambda d: d.update(schema_version=3), "written by a newer pytest-tfperf"),
         (lambda d: d.update(schema="pytest-tfperf/baseline"), "not a pytest-tfperf/results file"),
         (lambda d: d.pop("environment"), "missing key(s) 'environment'"),
         (lambda d: d["tests"]["t::a"]["measurement"].update(test_id="t::b"), "measurement.test_id': is 't::b'"),
@@ -195,4 +195,25 @@ def test_golden_v1_results_file_loads_and_is_rewritten_identically(tmp_path: Pat
     again = write_results(tmp_path / "r.json", doc.environment, [m], dict(doc.verdicts), created_at=created)
     text = again.read_text()
     version = json.loads(text)["written_by"]
-    assert text.replace(f'"written_by": "{version}"', '"written_by": "0.1.0"') == GOLDEN.read_text()
+    # Version 1 has nothing that version 2 reads differently: the rewrite differs in the version only.
+    rewritten = text.replace(f'"written_by": "{version}"', '"written_by": "0.1.0"')
+    assert rewritten.replace('"schema_version": 2', '"schema_version": 1') == GOLDEN.read_text()
+
+
+@dataclasses.dataclass
+class OutcomeWithBaseline:
+    measurement: Measurement
+    verdict: Any = None
+    baseline: str = ""
+
+
+def test_each_test_says_what_its_verdict_compared_with(tmp_path: Path) -> None:
+    a, b, c = measurement("t::a"), measurement("t::b", seed=1), measurement("t::c", seed=2)
+    path = write_results(tmp_path / "results.json", ENV, [
+        OutcomeWithBaseline(a, FakeVerdict("regressed"), "measured beside origin/main"),
+        OutcomeWithBaseline(b, FakeVerdict("unchanged"), "stored baseline"),
+        OutcomeWithBaseline(c, None, ""),
+    ], created_at=WHEN)
+    doc = load_results(path)
+    assert dict(doc.compared_with) == {"t::a": "measured beside origin/main", "t::b": "stored baseline"}
+    assert "compared_with" not in json.loads(path.read_text())["tests"]["t::c"]
