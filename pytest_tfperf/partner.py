@@ -177,6 +177,18 @@ def mapped_directory(invocation_dir: Path, current_root: Path, tree: Path) -> Pa
     return target if target.is_dir() else tree
 
 
+def argument_in_tree(argument: str, current_root: Path, tree: Path) -> str:
+    """A path or node id given to this session, pointing into ``tree`` when it named a file of this tree."""
+    path, separator, rest = argument.partition("::")
+    if not Path(path).is_absolute():
+        return argument  # relative: the partner runs in the matching directory of its tree
+    try:
+        relative = Path(path).resolve().relative_to(current_root.resolve())
+    except ValueError:
+        return argument
+    return str(tree / relative) + separator + rest
+
+
 def partner_environment(tree: Path, base: dict[str, str], fds: str) -> dict[str, str]:
     """The environment of the partner: its tree's code first on the import path.
 
@@ -232,8 +244,10 @@ class Partner:
             to_partner_r, to_partner_w = os.pipe()
             from_partner_r, from_partner_w = os.pipe()
             env = partner_environment(self._tree.path, dict(os.environ), f"{to_partner_r},{from_partner_w}")
+            args = [argument_in_tree(a, self._current_root, self._tree.path) for a in self._test_args]
+            # Results, baselines and JUnit XML are this session's to write; the partner only measures.
             command = [self._python, "-m", "pytest", "--tfperf", "-p", "no:cacheprovider", "-q",
-                       "-o", "addopts=", *self._test_args]
+                       f"--junitxml={self._scratch / 'partner-junit.xml'}", *args]
             assert self.log_path is not None
             with open(self.log_path, "wb") as log:
                 self._process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,

@@ -237,3 +237,14 @@ def test_a_checkout_of_this_plugin_still_runs_this_plugin(tmp_path: Path) -> Non
     env = partner_environment(tmp_path, {}, "5,6")
     first = env["PYTHONPATH"].split(os.pathsep)[0]
     assert Path(first) == Path(pytest_tfperf.partner.__file__).resolve().parent.parent
+
+
+def test_paths_given_to_this_session_point_into_the_partner_tree(tmp_path: Path) -> None:
+    from pytest_tfperf.partner import argument_in_tree
+
+    current, tree = tmp_path / "current", tmp_path / "tree"
+    (current / "tests").mkdir(parents=True)
+    assert argument_in_tree("tests/test_a.py::test_x[1]", current, tree) == "tests/test_a.py::test_x[1]"
+    assert argument_in_tree(f"{current}/tests/test_a.py::test_x", current, tree) == f"{tree}/tests/test_a.py::test_x"
+    assert argument_in_tree(f"{current}/tests", current, tree) == f"{tree}/tests"
+    assert argument_in_tree("/elsewhere/test_b.py", current, tree) == "/elsewhere/test_b.py"
