@@ -132,17 +132,16 @@ class TfPerfSession:
                                   watch=settings.stall.enabled, pace=pace)
             return {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
 
-        against, against_note = None, None
+        ours, theirs, against_note = None, None, None
         if self.config.against and reference is None and len(workloads) == 1 and options.gate:
             settings = _paired_settings(settings)
-            against, against_note = self._measure_beside_partner(
+            ours, theirs, against_note = self._measure_beside_partner(
                 fx._test_id, settings, measure_once, fallback="judged as without --tfperf-against")
-            measured = against[0] if against is not None else measure_once()
-        else:
-            measured = measure_once()
-        if against is not None:
+        measured = ours if ours is not None else measure_once()
+        against = theirs is not None
+        if theirs is not None:
             name = next(iter(measured))
-            outcomes = {name: self._judge_against(fx._test_id, measured, name, against[1], options, settings,
+            outcomes = {name: self._judge_against(fx._test_id, measured, name, theirs, options, settings,
                                                   measure_once)}
         elif reference is not None:
             outcomes = {name: self._evaluate_paired(m, measured[reference], reference, options)
@@ -152,7 +151,7 @@ class TfPerfSession:
         if against_note is not None:
             for o in outcomes.values():
                 o.notices.append(against_note)
-        if (against is None and reference is None and self.config.remeasure
+        if (not against and reference is None and self.config.remeasure
                 and any(_borderline(o) for o in outcomes.values())):
             # Borderline evidence: measure again (all variants, so pairs stay
             # interleaved) and judge the pooled samples, rather than flip a coin.
@@ -198,13 +197,13 @@ class TfPerfSession:
             return outcome
         from pytest_tfperf.compare import pool
 
-        again, note = self._measure_beside_partner(test_id, settings, measure_once,
-                                                   fallback="the first measurement decided")
-        if again is None:
+        ours, theirs_again, note = self._measure_beside_partner(test_id, settings, measure_once,
+                                                                fallback="the first measurement decided")
+        if ours is None or theirs_again is None:
             outcome.notices.append(f"{note} (a re-measure of a borderline verdict)")
             return outcome
-        measured[name] = pool(measured[name], again[0][name])
-        outcome = self._evaluate_against(measured[name], pool(theirs, again[1]), options)
+        measured[name] = pool(measured[name], ours[name])
+        outcome = self._evaluate_against(measured[name], pool(theirs, theirs_again), options)
         outcome.notices.append(
             f"{test_id}: re-measured beside {self.config.against} once because the first verdict was borderline; "
             f"judged on both measurements pooled ({len(measured[name].timings.round_sizes)} rounds a side)")
@@ -213,29 +212,31 @@ class TfPerfSession:
     def _measure_beside_partner(
         self, test_id: str, settings: runner.RunSettings,
         measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
-    ) -> tuple[tuple[dict[str, Measurement], Measurement] | None, str | None]:
-        """Measure with the partner taking turns; ((ours, theirs), None), or (None, why not and ``fallback``)."""
+    ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
+        """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
+
+        Ours is None when the partner could not even start the test (measure
+        alone then); theirs is None when the partner's figures were lost.
+        """
         from pytest_tfperf.partner import PartnerError
 
         against = self.config.against
         try:
             run = self.partner().begin(test_id, settings.rounds, settings.budget_s)
         except PartnerError as exc:
-            return None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
+            return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
         completed = False
         try:
-            measured = measure_once(run.pace)
+            ours = measure_once(run.pace)
             completed = True
         finally:
             try:
-                theirs = run.finish(completed)
-                why = None
+                theirs, why = run.finish(completed), None
             except PartnerError as exc:
                 theirs, why = None, str(exc)
         if theirs is None:
-            note = f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
-            return None, note
-        return (measured, theirs), None
+            return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
+        return ours, theirs, None
 
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
                              settings: runner.RunSettings) -> dict[str, Measurement]:

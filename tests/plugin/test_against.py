@@ -8,6 +8,7 @@ rule is validated in benchmarks/validation_against.py.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,8 @@ def test_each_measured_test_was_judged_round_by_round_against_the_other_version(
     proc, doc = tf_session
     verdict = doc.verdict("test_work.py::test_same")
     throughput = next(m for m in verdict["metrics"] if m["metric"] == "throughput")
-    assert "over 20 interleaved rounds" in throughput["message"]
+    # 20 rounds a side; 40 when a borderline first verdict was re-measured beside the partner.
+    assert re.search(r"over (20|40) interleaved rounds", throughput["message"])
     assert len(doc.measurement("test_work.py::test_same").timings.round_sizes) in (20, 40)  # 40: re-measured
     assert doc.compared_with["test_work.py::test_same"] == "measured beside ../baseline"
     assert "vs ../baseline" in proc.stdout

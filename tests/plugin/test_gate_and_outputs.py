@@ -164,7 +164,7 @@ def test_json_results_hold_samples_environment_and_verdicts(pytester: pytest.Pyt
     verdict = doc.verdict("test_json_results_hold_samples_environment_and_verdicts.py::test_fast")
     assert verdict is not None and verdict["status"] in {"unchanged", "improved", "noisy", "regressed"}
     raw = json.loads(out.read_text())
-    assert raw["schema"] == "pytest-tfperf/results" and raw["schema_version"] == 1
+    assert raw["schema"] == "pytest-tfperf/results" and raw["schema_version"] == 2
     assert raw["environment"]["hard"]["cpu.cores"]
 
 
