@@ -383,7 +383,8 @@ class TfPerfSession:
                     lines.append(f"{o.measurement.test_id}: {d.summary}")
         if any(o.warned_only and o.gating for o in self.outcomes):
             lines.append("throughput warnings are not failures: stored-baseline throughput comparisons are not "
-                         "reliable on a shared machine (README: 'Two gates'); gate with "
+                         "reliable on a shared machine (README: 'Which gate to trust for throughput'); gate with "
+                         "--tfperf-against=origin/main (the other version measured beside this one) or "
                          "tfperf.compare(..., reference=...), or fail on them with --tfperf-throughput-gate=fail")
         missing = [o for o in self.outcomes if o.baseline == "no baseline"]
         if missing and not self.config.update:

@@ -1,7 +1,7 @@
 """`pytest --tfperf` end to end with pure-Python workloads: budgets, baselines, the gate and its outputs.
 
 Workloads here are plain Python so the runs are fast and need no TensorFlow;
-slowdowns are made large (3x) so that the verdicts do not depend on this
+slowdowns are made large (3x to 10x) so that the verdicts do not depend on this
 machine's noise. The statistics behind the verdicts are tested in tests/unit.
 """
 
@@ -39,7 +39,7 @@ def test_other(tfperf):
 
 # A wide tolerance (decisions at 45%) keeps this 2-core VM's noise out of the verdicts of
 # unchanged tests: its host slows whole processes by up to half for seconds at a time
-# (benchmarks/validation_study.py). The slowdowns these tests make on purpose are 3x (-67%).
+# (benchmarks/validation_study.py). The slowdowns these tests make on purpose are 3x (-67%) or more.
 FAST = ["--tfperf", "--tfperf-budget=0.3", "--tfperf-tolerance=90%"]
 
 
@@ -104,13 +104,15 @@ def test_update_then_regression_fails_exactly_the_slower_test(pytester: pytest.P
     assert len(baselines) == 2
     assert (pytester.path / "benchmarks" / "baselines" / "history.csv").exists()
 
-    # Three times the work for the same number of items: a 3x slowdown of test_fast only.
+    # Ten times the work for the same number of items: a 10x slowdown of test_fast only. Not 3x: a
+    # baseline recorded in one of this VM's half-speed spells made a 3x slowdown look like -33%,
+    # inside the 45% decision threshold of FAST (seen once in CI).
     pytester.makepyfile(WORKLOAD.replace("tfperf(work, items=N)", "tfperf(work, items=2000)"))
-    result = run(pytester, "--tfperf-throughput-gate=fail", work_n=6000)
+    result = run(pytester, "--tfperf-throughput-gate=fail", work_n=20000)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*::test_fast: performance regressed against its baseline",
-        "*throughput: * items/s -> * items/s (-6?.?%, 99% CI *): slower than the baseline by *with 99% confidence*",
+        "*throughput: * items/s -> * items/s (-*%, 99% CI *): slower than the baseline by *with 99% confidence*",
         "*compared against the baseline recorded for environment fingerprint *",
         "*refresh the baseline: pytest --tfperf --tfperf-update *::test_fast",
         "*test_fast*REGRESSED*",
@@ -277,12 +279,13 @@ def test_paired_reference_must_be_a_variant(pytester: pytest.Pytester) -> None:
 def test_stored_throughput_regression_warns_by_default(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(WORKLOAD.replace("tfperf(work, items=N)", "tfperf(work, items=2000)"))
     run(pytester, "--tfperf-update").assert_outcomes(passed=2)
-    result = run(pytester, work_n=6000)
+    result = run(pytester, work_n=20000)  # 10x: see test_update_then_regression_fails_exactly_the_slower_test
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "*test_fast*slower (warning)*",
         "*::test_fast: warning: throughput: * items/s -> * items/s*slower than the baseline*",
-        "throughput warnings are not failures*tfperf.compare(..., reference=...)*--tfperf-throughput-gate=fail",
+        "throughput warnings are not failures*--tfperf-against=origin/main*tfperf.compare(..., reference=...)*"
+        "--tfperf-throughput-gate=fail",
     ])
 
 
