@@ -110,7 +110,6 @@ class BaselineTree:
     """A checkout of the baseline code: ``path``; ``worktree_of`` is the repository that made it, if any."""
 
     path: Path
-    label: str  # what the user asked for: a revision or a directory
     worktree_of: Path | None = None
 
     def remove(self) -> None:
@@ -159,13 +158,13 @@ def checkout(against: str, start: Path, scratch: Path) -> BaselineTree:
     """The baseline code for ``--tfperf-against``: an existing directory, or a git revision checked out for the run."""
     directory, repo, commit = resolve_against(against, start)
     if directory is not None:
-        return BaselineTree(path=directory, label=against)
+        return BaselineTree(path=directory)
     assert repo is not None
     path = scratch / "baseline-tree"
     added = _git(["worktree", "add", "--detach", str(path), commit], repo)
     if added.returncode != 0:
         raise PartnerError(f"--tfperf-against={against}: git worktree add failed: {added.stderr.strip()}")
-    return BaselineTree(path=path, label=against, worktree_of=repo)
+    return BaselineTree(path=path, worktree_of=repo)
 
 
 def mapped_directory(invocation_dir: Path, current_root: Path, tree: Path) -> Path:
@@ -221,7 +220,7 @@ class Partner:
         self._current_root = current_root
         self._invocation_dir = invocation_dir
         self._test_args = list(test_args)
-        self._timeout_s = timeout_s
+        self.timeout_s = timeout_s  # longest wait for any answer of the partner
         self._python = python
         self._process: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
@@ -256,10 +255,14 @@ class Partner:
             os.close(to_partner_r)
             os.close(from_partner_w)
             self._channel = Channel(from_partner_r, to_partner_w)
-            hello = self._channel.receive(self._timeout_s)
+            hello = self._channel.receive(self.timeout_s)
             if hello.get("op") != "hello" or hello.get("protocol") != PROTOCOL:
                 raise PartnerError(f"it speaks another version of the partner protocol ({hello}; this one "
                                    f"speaks {PROTOCOL}): install the same pytest-tfperf for both trees")
+        except OSError as exc:  # no pipes, no process: as much a failure to start as a silent partner
+            self._broken = f"the partner session in {self.against} could not start: {exc}"
+            self.close(keep_reason=True)
+            raise PartnerError(self._broken) from None
         except PartnerError as exc:
             self._broken = f"the partner session in {self.against} could not start: {exc}{self._log_tail()}"
             self.close(keep_reason=True)
@@ -271,7 +274,7 @@ class Partner:
         channel = self._start()
         try:
             channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s)
-            answer = channel.receive(self._timeout_s)
+            answer = channel.receive(self.timeout_s)
         except PartnerError as exc:
             self._lost(exc)
         op = answer.get("op")
@@ -341,7 +344,7 @@ class PairedRun:
             return
         try:
             self._channel.send(op="round", index=index)
-            answer = self._channel.receive(self._partner._timeout_s)
+            answer = self._channel.receive(self._partner.timeout_s)
         except PartnerError as exc:
             self.dropped = f"the partner stopped answering in round {index + 1} ({exc})"
             return
@@ -365,7 +368,7 @@ class PairedRun:
         if self.dropped is not None:
             raise PartnerError(self.dropped)
         try:
-            answer = self._channel.receive(self._partner._timeout_s)
+            answer = self._channel.receive(self._partner.timeout_s)
         except PartnerError as exc:
             raise PartnerError(f"the partner sent no result ({exc})") from None
         if answer.get("op") != "result":
@@ -378,7 +381,7 @@ class PairedRun:
 
     def _drain(self) -> None:
         while True:
-            answer = self._channel.receive(self._partner._timeout_s)
+            answer = self._channel.receive(self._partner.timeout_s)
             if answer.get("op") in ("failed", "result"):
                 return
 

@@ -75,7 +75,7 @@ class ScriptedChannel:
 
 
 class FakePartner:
-    _timeout_s = 1.0
+    timeout_s = 1.0
 
 
 def measurement() -> Measurement:
