@@ -132,6 +132,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     from pytest_tfperf.partner import PartnerServer
 
     server = PartnerServer.from_environment()
+    # Consumed: a pytest that a test starts in turn (pytester, say) is nobody's partner.
+    del os.environ[PARTNER_ENV]
     session.config.stash[PARTNER_SERVER_KEY] = server
     session.config.pluginmanager.register(server, "tfperf-partner-server")
     server.serve(session.items, lambda item: item.ihook.pytest_runtest_protocol(item=item, nextitem=None))
