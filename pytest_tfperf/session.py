@@ -257,17 +257,6 @@ class TfPerfSession:
         fx.results.update(measured)
         return measured
 
-    def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome:
-        """Budgets, then the paired gate against the same test of the other version, measured in turns."""
-        from pytest_tfperf.compare import judge_paired
-
-        outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
-        outcome.verdict = judge_paired(m, theirs, self._tolerances(options))
-        outcome.baseline = f"measured beside {self.config.against}"
-        outcome.paired_with = self.config.against
-        outcome.partner = True
-        return outcome
-
     def _build(self, test_id: str, mode: str, raw: runner.RawRun) -> Measurement:
         from pytest_tfperf import diagnostics
 
@@ -289,15 +278,24 @@ class TfPerfSession:
         return outcome
 
     def _evaluate_paired(self, m: Measurement, reference: Measurement, name: str,
-                         options: MarkerOptions) -> Outcome:
-        """Budgets, then the paired gate: this variant against the reference measured beside it."""
+                         options: MarkerOptions, *, partner: bool = False) -> Outcome:
+        """Budgets, then the paired gate: this variant against the reference measured beside it.
+
+        With ``partner``, the reference is the same test of the other version
+        of the code (``name``, from --tfperf-against), measured in turns.
+        """
         from pytest_tfperf.compare import judge_paired
 
         outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
         outcome.verdict = judge_paired(m, reference, self._tolerances(options))
-        outcome.baseline = f"paired with '{name}'"
+        outcome.baseline = f"measured beside {name}" if partner else f"paired with '{name}'"
         outcome.paired_with = name
+        outcome.partner = partner
         return outcome
+
+    def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome:
+        assert self.config.against is not None
+        return self._evaluate_paired(m, theirs, self.config.against, options, partner=True)
 
     def _tolerances(self, options: MarkerOptions) -> Any:
         from pytest_tfperf.compare import Tolerances
