@@ -238,8 +238,10 @@ class Partner:
         if self._channel is not None:
             return self._channel
         try:
-            self._scratch = Path(tempfile.mkdtemp(prefix="tfperf-partner-"))
-            self._tree = checkout(self.against, self._invocation_dir, self._scratch)
+            if self._tree is None:  # first start; a restart keeps the tree
+                self._scratch = Path(tempfile.mkdtemp(prefix="tfperf-partner-"))
+                self._tree = checkout(self.against, self._invocation_dir, self._scratch)
+            assert self._scratch is not None
             cwd = mapped_directory(self._invocation_dir, self._current_root, self._tree.path)
             to_partner_r, to_partner_w = os.pipe()
             from_partner_r, from_partner_w = os.pipe()
@@ -249,7 +251,7 @@ class Partner:
             command = [self._python, "-m", "pytest", "--tfperf", "-p", "no:cacheprovider", "-q",
                        f"--junitxml={self._scratch / 'partner-junit.xml'}", *args]
             assert self.log_path is not None
-            with open(self.log_path, "wb") as log:
+            with open(self.log_path, "ab") as log:  # a restarted partner adds to the same log
                 self._process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                                  stderr=subprocess.STDOUT, pass_fds=(to_partner_r, from_partner_w))
             os.close(to_partner_r)
@@ -299,7 +301,17 @@ class Partner:
         lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
         return "; its output ended with:\n    " + "\n    ".join(lines) if lines else ""
 
-    def close(self, *, keep_reason: bool = False) -> None:
+    def restart(self) -> None:
+        """Stop the partner process; the next test starts a fresh one in the same tree.
+
+        Two processes can differ by a few percent for as long as they live
+        (thread placement, memory layout); a verdict confirmed beside a fresh
+        partner process does not rest on one such pair.
+        """
+        if self._broken is None:
+            self._stop_process()
+
+    def _stop_process(self) -> None:
         if self._channel is not None:
             try:
                 self._channel.send(op="exit")
@@ -314,6 +326,9 @@ class Partner:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+
+    def close(self, *, keep_reason: bool = False) -> None:
+        self._stop_process()
         if self._tree is not None:
             self._tree.remove()
             self._tree = None

@@ -191,21 +191,31 @@ class TfPerfSession:
     def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
                        options: MarkerOptions, settings: runner.RunSettings,
                        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]) -> Outcome:
-        """The paired verdict against the partner's figures; a borderline one is measured once more, pooled."""
+        """The paired verdict against the partner's figures, confirmed before it fails a test.
+
+        A borderline verdict, or a throughput regression, is measured once more
+        beside a fresh partner process and the pooled rounds decide: two
+        processes can differ by a few percent for as long as they live, and a
+        failure must not rest on one such pair.
+        """
         outcome = self._evaluate_against(measured[name], theirs, options)
-        if not (self.config.remeasure and _borderline(outcome)):
+        throughput = outcome.verdict.metric("throughput")
+        regressed = throughput is not None and str(throughput.status) == "regressed"
+        if not (self.config.remeasure and (regressed or _borderline(outcome))):
             return outcome
         from pytest_tfperf.compare import pool
 
+        why = "the first verdict was a throughput regression" if regressed else "the first verdict was borderline"
+        self.partner().restart()
         ours, theirs_again, note = self._measure_beside_partner(test_id, settings, measure_once,
                                                                 fallback="the first measurement decided")
         if ours is None or theirs_again is None:
-            outcome.notices.append(f"{note} (a re-measure of a borderline verdict)")
+            outcome.notices.append(f"{note} (a re-measure because {why})")
             return outcome
         measured[name] = pool(measured[name], ours[name])
         outcome = self._evaluate_against(measured[name], pool(theirs, theirs_again), options)
         outcome.notices.append(
-            f"{test_id}: re-measured beside {self.config.against} once because the first verdict was borderline; "
+            f"{test_id}: re-measured beside a fresh partner process in {self.config.against} because {why}; "
             f"judged on both measurements pooled ({len(measured[name].timings.round_sizes)} rounds a side)")
         return outcome
 

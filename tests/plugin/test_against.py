@@ -111,6 +111,9 @@ def grow(n_mib):
 def test_rss(tfperf):
     tfperf(lambda: grow({mib}))
 
+def test_slow(tfperf):
+    tfperf(lambda: sum(range({work})))
+
 def test_crashes_there(tfperf):
     calls = iter(range(10**9))
     def work():
@@ -133,21 +136,25 @@ def git(repo: Path, *args: str) -> str:
 def test_against_a_git_revision_checked_out_for_the_run_and_removed_after(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    (tmp_path / "test_py.py").write_text(PY_MODULE.format(mib=2, crash=True))
+    (tmp_path / "test_py.py").write_text(PY_MODULE.format(mib=2, work=1000, crash=True))
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "baseline")
-    (tmp_path / "test_py.py").write_text(PY_MODULE.format(mib=256, crash=False))
-    git(tmp_path, "commit", "-qam", "a change that holds 256 MiB per call")
+    (tmp_path / "test_py.py").write_text(PY_MODULE.format(mib=256, work=20000, crash=False))
+    git(tmp_path, "commit", "-qam", "a change that holds 256 MiB per call and works 20 times as hard")
 
     proc = run(tmp_path, "--tfperf-against=HEAD~1", "--tfperf-budget=0.2", "--tfperf-no-watchdog")
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
     assert "test_py.py::test_rss: performance regressed against HEAD~1" in out
     assert "peak_rss_hwm[host]" in out
+    # A throughput regression fails only once confirmed beside a fresh partner process (in the same worktree).
+    assert "test_py.py::test_slow: re-measured beside a fresh partner process in HEAD~1 because the first " \
+           "verdict was a throughput regression; judged on both measurements pooled (40 rounds a side)" in out
+    assert "test_py.py::test_slow: performance regressed against HEAD~1" in out
     # The old version died mid-measurement: that test and the next are judged alone, and say why.
     assert "test_py.py::test_crashes_there: measured beside HEAD~1 but its figures were lost" in out
     assert "test_py.py::test_after: not measured beside HEAD~1" in out
-    assert "1 failed, 2 passed" in out
+    assert "2 failed, 2 passed" in out
     assert git(tmp_path, "worktree", "list").count("\n") == 0  # only the main tree is left
     assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("tfperf-partner-*")
                 if (p / "baseline-tree").exists()]

@@ -22,11 +22,21 @@ BORDERLINE = measurement([1.0, 1.1] * 10)  # ours: every other round 10% slower:
 THEIRS = measurement([1.0] * 20)
 
 
+class FakePartner:
+    def __init__(self) -> None:
+        self.restarts = 0
+
+    def restart(self) -> None:
+        self.restarts += 1
+
+
 def session() -> TfPerfSession:
-    return TfPerfSession(SessionConfig(measure=True, against="origin/main"), "/nonexistent")
+    s = TfPerfSession(SessionConfig(measure=True, against="origin/main"), "/nonexistent")
+    s._partner = FakePartner()
+    return s
 
 
-def test_a_borderline_verdict_is_measured_again_beside_the_partner_and_pooled() -> None:
+def test_a_borderline_verdict_is_measured_again_beside_a_fresh_partner_and_pooled() -> None:
     s = session()
     calls: list[dict[str, Any]] = []
 
@@ -41,10 +51,26 @@ def test_a_borderline_verdict_is_measured_again_beside_the_partner_and_pooled() 
 
     outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
     assert calls == [{"test_id": TEST_ID, "fallback": "the first measurement decided"}]
+    assert s._partner.restarts == 1  # type: ignore[attr-defined]
     assert len(measured[""].timings.round_sizes) == 40  # both measurements pooled
     assert str(outcome.verdict.status) == "regressed" and outcome.partner and outcome.paired_with == "origin/main"
-    assert any("re-measured beside origin/main once because the first verdict was borderline" in n
-               and "40 rounds a side" in n for n in outcome.notices)
+    assert outcome.notices == [
+        f"{TEST_ID}: re-measured beside a fresh partner process in origin/main because the first verdict was "
+        "borderline; judged on both measurements pooled (40 rounds a side)"]
+
+
+def test_a_throughput_regression_fails_only_once_confirmed_beside_a_fresh_partner() -> None:
+    s = session()
+    slow = measurement([1.07] * 20)  # 6.5% slower in every round: past the 5% threshold beyond doubt
+    assert str(s._evaluate_against(slow, THEIRS, MarkerOptions()).verdict.status) == "regressed"
+
+    # The second partner process runs as fast as ours: the first pair was an offset between two processes.
+    s._measure_beside_partner = lambda *a, **k: ({"": measurement([1.0] * 20)}, THEIRS, None)  # type: ignore[method-assign]
+    measured = {"": slow}
+    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
+    assert s._partner.restarts == 1  # type: ignore[attr-defined]
+    assert str(outcome.verdict.status) != "regressed"
+    assert "because the first verdict was a throughput regression" in outcome.notices[0]
 
 
 def test_when_the_re_measure_is_lost_the_first_verdict_stands_and_says_so() -> None:
@@ -54,7 +80,7 @@ def test_when_the_re_measure_is_lost_the_first_verdict_stands_and_says_so() -> N
     measured = {"": BORDERLINE}
     outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
     assert measured[""] is BORDERLINE
-    assert outcome.notices == [f"{note} (a re-measure of a borderline verdict)"]
+    assert outcome.notices == [f"{note} (a re-measure because the first verdict was borderline)"]
 
 
 def test_a_clear_verdict_is_not_measured_again() -> None:
@@ -63,3 +89,4 @@ def test_a_clear_verdict_is_not_measured_again() -> None:
     clear = measurement([1.0] * 20)
     outcome = s._judge_against(TEST_ID, {"": clear}, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
     assert str(outcome.verdict.status) == "unchanged" and not outcome.notices
+    assert s._partner.restarts == 0  # type: ignore[attr-defined]
