@@ -19,6 +19,9 @@ made for the run, or a directory). This session drives it test by test:
    milliseconds apart.
 3. ``result``: the partner sends its measurement; this session judges the two
    with ``compare.judge_paired`` (signed-rank test on the per-round ratios).
+4. A throughput regression, or a borderline verdict, is measured again beside a
+   fresh partner process (``Partner.restart``; the tree stays) and the pooled
+   rounds decide (``TfPerfSession._judge_against``).
 
 The wire format is one JSON object per line over two pipes whose descriptors
 the partner finds in ``TFPERF_PARTNER_FDS``. Any failure of the partner (a
