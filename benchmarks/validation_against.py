@@ -212,6 +212,15 @@ def markdown(result: dict[str, Any]) -> str:
                       f"{_pct(q[4])} (5th to 95th percentile; quartiles {_pct(q[1])} and {_pct(q[3])}), against "
                       "-27.2% to 67.3% for the stored-baseline gate on the same machine "
                       "(`benchmarks/results/validation.md`)."]
+        changes = [r["throughput_change"] for r in result["verdicts"]
+                   if r["condition"] == "aa" and r["throughput_change"] is not None]
+        by_session: dict[int, list[float]] = {}
+        for r in result["verdicts"]:
+            if r["condition"] == "aa" and r["throughput_change"] is not None:
+                by_session.setdefault(r["session"], []).append(r["throughput_change"])
+        medians = [statistics.median(v) for v in by_session.values()]
+        lines += ["", f"All A/A estimates: {_pct(min(changes))} to {_pct(max(changes))}; their median per session "
+                      f"(one pair of processes each): {_pct(min(medians))} to {_pct(max(medians))}."]
     missed = [LABELS[c] for c in CHAIN_CONDITIONS + BAG_CONDITIONS if result["conditions"][c]["met"] is False]
     lines += ["", ("Targets missed: " + ", ".join(missed) + ".") if missed else "Every target met."]
     lines += ["", f"Whole study: {result['total_wall_s'] / 60:.1f} minutes wall time; sessions took "
