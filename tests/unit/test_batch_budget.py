@@ -110,3 +110,47 @@ def test_fit_needs_two_batch_sizes() -> None:
 def test_a_flat_line_predicts_no_limit() -> None:
     with pytest.raises(ValueError, match="does not grow"):
         PeakModel(fixed_bytes=1.0, bytes_per_sample=0.0, r_squared=1.0).largest_batch(10)
+
+
+class _FakeExperimental:
+    """``tf.config.experimental``'s two memory calls over a scripted list of per-call peaks."""
+
+    def __init__(self, peaks: list[int]) -> None:
+        self.peaks, self.peak, self.resets = list(peaks), 0, 0
+
+    def reset_memory_stats(self, device: str) -> None:
+        self.resets += 1
+        self.peak = 0
+
+    def step(self) -> None:
+        self.peak = self.peaks.pop(0)
+
+    def get_memory_info(self, device: str) -> dict[str, int]:
+        return {"current": 0, "peak": self.peak}
+
+
+@pytest.fixture
+def fake_tf(monkeypatch: pytest.MonkeyPatch):
+    import sys
+    import types
+
+    def install(peaks: list[int]) -> _FakeExperimental:
+        experimental = _FakeExperimental(peaks)
+        module = types.ModuleType("tensorflow")
+        module.config = types.SimpleNamespace(experimental=experimental)  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "tensorflow", module)
+        return experimental
+
+    return install
+
+
+def test_measure_peak_bytes_is_the_worst_of_its_calls_each_measured_from_a_reset(fake_tf) -> None:
+    from pytest_tfperf.catalog.batch_budget import measure_peak_bytes
+
+    tf = fake_tf([44 * MIB, 51 * MIB, 46 * MIB])
+    assert measure_peak_bytes(tf.step, "GPU:0", calls=3) == 51 * MIB
+    assert tf.resets == 3 and tf.peaks == []
+    tf = fake_tf([30 * MIB, 99 * MIB])
+    assert measure_peak_bytes(tf.step) == 30 * MIB  # one call by default
+    with pytest.raises(ValueError, match="calls must be at least 1"):
+        measure_peak_bytes(tf.step, calls=0)
