@@ -71,6 +71,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_tfperf import stats  # noqa: E402
+from pytest_tfperf.catalog.machine_load import own_cpu_s, system_busy_s  # noqa: E402
 from pytest_tfperf.compare import Tolerances  # noqa: E402
 
 MODULE_NAME = "test_gate_workload"
@@ -266,30 +267,6 @@ def _loadavg() -> float:
         return float(fh.read().split()[0])
 
 
-def _busy_cpu_s() -> float:
-    """CPU seconds spent busy by the whole machine since boot (all cores)."""
-    with open("/proc/stat", encoding="ascii") as fh:
-        fields = [int(v) for v in fh.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu_s() -> float:
-    """CPU seconds of this process and all its children, live or finished."""
-    import psutil
-
-    me = psutil.Process()
-    t = me.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
-    for child in me.children(recursive=True):
-        try:
-            c = child.cpu_times()
-            total += c.user + c.system
-        except psutil.Error:  # exited between listing and reading
-            continue
-    return float(total)
-
-
 class CpuTimeline:
     """Samples (time, machine busy CPU, own CPU) every ``period_s`` on a thread; answers "others' cores in [a, b]"."""
 
@@ -305,7 +282,7 @@ class CpuTimeline:
         self._thread.start()
 
     def _sample(self) -> None:
-        point = (time.monotonic(), _busy_cpu_s(), _own_cpu_s())
+        point = (time.monotonic(), system_busy_s(), own_cpu_s())
         with self._lock:
             self.samples.append(point)
 

@@ -425,20 +425,28 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
     head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)}, "
             f"{conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
     test = (f"one-sided rank test over {len(base_log)} baseline vs {len(cur_log)} current rounds")
-    if status is Status.REGRESSED:
-        body = (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
-                f"(tolerance {_share(tol.throughput)}), with {conf} confidence ({test}: p = {slower.p_value:.2g})")
-    elif status is Status.IMPROVED:
-        body = (f"faster than the baseline by {change:.1%}, beyond the {_share(tol.throughput)} tolerance, "
-                f"with {conf} confidence ({test}: p = {faster.p_value:.2g})")
-    elif status is Status.NOISY:
-        body = "too noisy to decide: " + _noise_reason(slower, alpha, mde, base_log, cur_log, tol)
-    else:
-        body = (f"unchanged within the {d:.1%} decision threshold (tolerance {_share(tol.throughput)}; "
-                f"{test}: p = {slower.p_value:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+    noisy = ("too noisy to decide: " + _noise_reason(slower, alpha, mde, base_log, cur_log, tol)
+             if status is Status.NOISY else "")
+    body = _throughput_sentence(status, change, mde, tol, test, slower.p_value, faster.p_value, noisy)
     verdict = _throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
                                   f"{head}: {body}", tol, slower.p_value)
     return verdict, borderline
+
+
+def _throughput_sentence(status: Status, change: float, mde: float, tol: Tolerances, test: str,
+                         p_slower: float, p_faster: float, noisy: str) -> str:
+    """The verdict's sentence, worded alike for the stored and the paired rule; ``noisy`` is the rule's own."""
+    d, conf, tolerance = tol.throughput_decision_threshold, _share(tol.confidence), _share(tol.throughput)
+    if status is Status.REGRESSED:
+        return (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
+                f"(tolerance {tolerance}), with {conf} confidence ({test}: p = {p_slower:.2g})")
+    if status is Status.IMPROVED:
+        return (f"faster than the baseline by {change:.1%}, beyond the {tolerance} tolerance, "
+                f"with {conf} confidence ({test}: p = {p_faster:.2g})")
+    if status is Status.NOISY:
+        return noisy
+    return (f"unchanged within the {d:.1%} decision threshold (tolerance {tolerance}; "
+            f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
 
 
 def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerances) -> tuple[MetricVerdict, bool]:
@@ -484,23 +492,15 @@ def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value
     head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)} over {n} {pairs_are}, "
             f"{conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
     test = f"one-sided signed-rank test over {n} {pairs_are}"
-    if status is Status.REGRESSED:
-        body = (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
-                f"(tolerance {_share(tol.throughput)}), with {conf} confidence ({test}: p = {p_slower:.2g})")
-    elif status is Status.IMPROVED:
-        body = (f"faster than the baseline by {change:.1%}, beyond the {_share(tol.throughput)} tolerance, "
-                f"with {conf} confidence ({test}: p = {p_faster:.2g})")
-    elif status is Status.NOISY and math.isinf(mde):
-        body = (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach {conf} "
-                f"confidence (smallest possible p = {1.0 / 2**n:.2g}); measure at least "
-                f"{_paired_rounds_needed(alpha)} {pairs_are}")
-    elif status is Status.NOISY:
-        body = (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
-                f"are caught {_share(tol.power)} of the time, more than the {_share(tol.throughput)} tolerance; "
-                f"{more}")
+    if status is Status.NOISY and math.isinf(mde):
+        noisy = (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach {conf} "
+                 f"confidence (smallest possible p = {1.0 / 2**n:.2g}); measure at least "
+                 f"{_paired_rounds_needed(alpha)} {pairs_are}")
     else:
-        body = (f"unchanged within the {d:.1%} decision threshold (tolerance {_share(tol.throughput)}; "
-                f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+        noisy = (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
+                 f"are caught {_share(tol.power)} of the time, more than the {_share(tol.throughput)} tolerance; "
+                 f"{more}")
+    body = _throughput_sentence(status, change, mde, tol, test, p_slower, p_faster, noisy)
     verdict = _throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
                                   f"{head}: {body}", tol, p_slower)
     return verdict, borderline

@@ -152,9 +152,10 @@ def measure_peak_bytes(step: Callable[[], object], device: str = "CPU:0", *, cal
     """TensorFlow's allocator peak on ``device``, memory already in use included: the highest of ``calls`` calls.
 
     One call's peak depends on the order in which the executor happens to run
-    independent ops, so it differs from call to call: measured here, 30 calls
-    of the catalog's training step at batch 4096 peaked anywhere from 44 to
-    51 MiB, at batch 2048 from 32 to 35 MiB. A budget has to hold for every
+    independent ops, so it differs from call to call: measured here
+    (``benchmarks/peak_spread.py``), 30 calls of the catalog's training step at
+    batch 4096 spread over up to 1.2x (43 to 51 MiB in one run, 44 to 53 in
+    another). A budget has to hold for every
     step, so a search for the batch that fits wants the worst of a few calls.
     """
     import tensorflow as tf

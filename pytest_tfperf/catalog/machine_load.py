@@ -14,14 +14,18 @@ import time
 from types import TracebackType
 
 
-def _system_busy_s() -> float:
+def system_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot, all cores together."""
     import psutil
 
     t = psutil.cpu_times()
-    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+    # Linux counts guest time inside user time already; psutil reports it again on its own.
+    not_busy = t.idle + sum(getattr(t, f, 0.0) for f in ("iowait", "guest", "guest_nice"))
+    return float(sum(t) - not_busy)
 
 
-def _own_s() -> float:
+def own_cpu_s() -> float:
+    """CPU seconds of this process and all its children, live or finished."""
     import psutil
 
     me = psutil.Process()
@@ -44,12 +48,12 @@ class OtherLoad:
         self._start: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def __enter__(self) -> OtherLoad:
-        self._start = (time.monotonic(), _system_busy_s(), _own_s())
+        self._start = (time.monotonic(), system_busy_s(), own_cpu_s())
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         wall = time.monotonic() - self._start[0]
-        busy = _system_busy_s() - self._start[1]
-        own = _own_s() - self._start[2]
+        busy = system_busy_s() - self._start[1]
+        own = own_cpu_s() - self._start[2]
         self.cores = max(0.0, (busy - own) / wall) if wall > 0 else 0.0
