@@ -94,7 +94,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_tfperf import stats
+from pytest_tfperf import stats, stored_rule
+from pytest_tfperf.runs import BaselineRuns, summarize
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
 from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is where callers find the verdict types
     MIB,
@@ -114,19 +115,48 @@ from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is wher
 # judge
 
 
-def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *, seed: int = 0) -> Verdict:
-    """Compare ``current`` with ``baseline`` metric by metric (see the module docstring for the rules)."""
-    if current.test_id != baseline.test_id:
-        raise ValueError(
-            f"judge() compares a test with its own baseline, got current {current.test_id!r} "
-            f"and baseline {baseline.test_id!r}"
-        )
-    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
-        raise ValueError(
-            f"{current.test_id}: refusing to compare measurements from different environments "
-            f"(current {current.environment_id}, baseline {baseline.environment_id}); "
-            "look up the baseline recorded for the current environment fingerprint instead"
-        )
+def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *,
+          runs: BaselineRuns | None = None, confirmation: Measurement | None = None) -> Verdict:
+    """The stored-baseline gate: ``current`` against ``baseline`` and its runs, metric by metric.
+
+    ``runs`` are the baseline's runs (each from its own process) and recorded
+    history; without them ``baseline`` counts as a single run, which is too
+    few to judge throughput (see ``stored_rule``). ``confirmation`` is the
+    same test measured in a fresh process after a first verdict with
+    ``needs_confirmation``: a throughput or memory regression stands only if
+    both processes show it.
+    """
+    _check_same_test(current, baseline)
+    if confirmation is not None:
+        _check_same_test(confirmation, baseline)
+    if runs is None or not runs.runs:
+        runs = BaselineRuns(runs=(summarize(baseline, run_id="baseline", recorded_at=""),))
+    metrics = [_judge_stored_throughput(current, confirmation, runs, tolerances)]
+    metrics += _judge_memory(current.memory, baseline.memory, tolerances, runs=runs,
+                             confirmation=None if confirmation is None else confirmation.memory)
+    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
+                                 current_iterations=current.timings.iterations,
+                                 baseline_iterations=baseline.timings.iterations))
+    confirmable = [m for m in metrics if m.status is Status.REGRESSED and m.metric != "traces_steady"]
+    return Verdict(
+        test_id=current.test_id,
+        metrics=tuple(metrics),
+        status=_overall(metrics),
+        needs_remeasure=False,
+        needs_confirmation=confirmation is None and bool(confirmable),
+        confirmed=confirmation is not None,
+    )
+
+
+def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolerances, *, seed: int = 0) -> Verdict:
+    """Two single runs compared on their rounds (``tfperf-compare OLD NEW``): the within-run rule.
+
+    It knows how much rounds vary inside each run, not how much whole
+    processes differ, so on a noisy machine it alarms on unchanged code
+    (``benchmarks/results/validation.md``); the gate uses ``judge`` with a
+    baseline's runs instead.
+    """
+    _check_same_test(current, baseline)
     throughput, borderline = _judge_throughput(current.timings, baseline.timings, tolerances, seed)
     metrics = [throughput]
     metrics += _judge_memory(current.memory, baseline.memory, tolerances)
@@ -139,6 +169,20 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
         status=_overall(metrics),
         needs_remeasure=borderline,
     )
+
+
+def _check_same_test(current: Measurement, baseline: Measurement) -> None:
+    if current.test_id != baseline.test_id:
+        raise ValueError(
+            f"judge() compares a test with its own baseline, got current {current.test_id!r} "
+            f"and baseline {baseline.test_id!r}"
+        )
+    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
+        raise ValueError(
+            f"{current.test_id}: refusing to compare measurements from different environments "
+            f"(current {current.environment_id}, baseline {baseline.environment_id}); "
+            "look up the baseline recorded for the current environment fingerprint instead"
+        )
 
 
 def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolerances) -> Verdict:
@@ -277,6 +321,70 @@ def _throughput_sentence(status: Status, change: float, mde: float, tol: Toleran
             f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
 
 
+def _judge_stored_throughput(current: Measurement, confirmation: Measurement | None, runs: BaselineRuns,
+                             tol: Tolerances) -> MetricVerdict:
+    """Throughput against the prediction bound of the baseline's runs (``stored_rule``)."""
+    name, unit = "throughput", "items/s"
+    values = [current.throughput_per_s] + ([] if confirmation is None else [confirmation.throughput_per_s])
+    base = runs.throughputs()
+    if not base or min(values) <= 0 or not all(math.isfinite(v) for v in values):
+        return _unavailable(name, unit, Direction.HIGHER_IS_BETTER,
+                            f"{name}: not compared: the baseline or this run has no positive throughput")
+    spread = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
+    d = tol.throughput_decision_threshold
+    call = stored_rule.judge_throughput(spread, values, confidence=tol.confidence, threshold=d,
+                                        tolerance=tol.throughput)
+    base_value = math.exp(spread.level)
+    cur_value = math.exp(math.fsum(math.log(v) for v in values) / len(values))
+    n, k = spread.n_runs, spread.n_history
+    behind = f"{n} baseline run{'s' if n != 1 else ''}" + (f" and {k} recorded run{'s' if k != 1 else ''}" if k else "")
+    common = dict(metric=name, unit=unit, direction=Direction.HIGHER_IS_BETTER, baseline_value=base_value,
+                  current_value=cur_value, relative_change=call.change, confidence=tol.confidence,
+                  decision_threshold=-d, baseline_runs=n, history_runs=k)
+    if call.status == "unknown":
+        message = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}): not judged: "
+                   f"the baseline has {behind} of this environment, and the gate needs at least "
+                   f"{stored_rule.MIN_RUNS} runs, each in its own process, to learn how far this machine's speed "
+                   f"moves between processes (one process cannot tell a slow process from a slowdown); refresh "
+                   f"it with `pytest --tfperf --tfperf-update` (it measures {stored_rule.DEFAULT_RUNS} runs) or "
+                   "record runs on the main branch with --tfperf-record")
+        return MetricVerdict(**common, ci_low=None, ci_high=None, status=Status.NOISY,  # type: ignore[arg-type]
+                             minimum_detectable_change=math.inf, message=message)
+    conf = _share(tol.confidence)
+    per_run = [math.expm1(math.log(v) - spread.level) for v in values]
+    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}, "
+            f"{conf} CI {_pct(call.ci_low)} to {_pct(call.ci_high)})")
+    spread_text = (f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind}), so its "
+                   f"{conf} prediction bound for a new run lies {call.bound_change:.1%} below its level")
+    limit_text = f"against this baseline, slowdowns of {call.detection_limit:.0%} or more are caught here"
+    if call.detection_limit > tol.throughput:
+        limit_text += (f", wider than the {_share(tol.throughput)} tolerance: for finer changes on this machine, "
+                       "measure the other version beside this one with --tfperf-against=origin/main")
+    if call.status == "regressed":
+        status = Status.REGRESSED
+        if confirmation is None:
+            seen = f"this process ran {-per_run[0]:.1%} slower than the baseline, below its bound"
+        else:
+            seen = (f"this process ran {-per_run[0]:.1%} and a fresh process {-per_run[1]:.1%} slower than the "
+                    "baseline, both below its bound")
+        body = (f"slower than the baseline: {seen}; {spread_text} (p = {call.p_value:.2g}), and the change is beyond "
+                f"the {d:.1%} decision threshold; {limit_text}")
+    elif call.status == "improved":
+        status = Status.IMPROVED
+        body = (f"faster than the baseline by {call.change:.1%}, above its {conf} prediction bound and beyond the "
+                f"{_share(tol.throughput)} tolerance; {spread_text}")
+    else:
+        status = Status.UNCHANGED
+        if confirmation is not None and len(per_run) == 2:
+            body = (f"not confirmed: this process ran {_pct(per_run[0])} against the baseline, but a fresh process "
+                    f"ran {_pct(per_run[1])}; {spread_text}; {limit_text}")
+        else:
+            body = f"unchanged: within the bound; {spread_text}; {limit_text}"
+    return MetricVerdict(**common, ci_low=call.ci_low, ci_high=call.ci_high, status=status,  # type: ignore[arg-type]
+                         minimum_detectable_change=call.detection_limit, message=f"{head}: {body}",
+                         p_value=call.p_value)
+
+
 def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerances) -> tuple[MetricVerdict, bool]:
     name, unit = "throughput", "items/s"
     pairs = [(stats.median(b), stats.median(c)) for b, c in zip(baseline.rounds, current.rounds) if b and c]
@@ -411,7 +519,8 @@ def _log_spread(values: Sequence[float]) -> float:
 
 
 def _judge_memory(current: Sequence[MemoryPeak], baseline: Sequence[MemoryPeak],
-                  tol: Tolerances) -> list[MetricVerdict]:
+                  tol: Tolerances, *, runs: BaselineRuns | None = None,
+                  confirmation: Sequence[MemoryPeak] | None = None) -> list[MetricVerdict]:
     out: list[MetricVerdict] = []
     keys: list[tuple[MemorySource, str]] = []
     for peak in list(baseline) + list(current):
@@ -431,7 +540,9 @@ def _judge_memory(current: Sequence[MemoryPeak], baseline: Sequence[MemoryPeak],
             msg = f"{name}: not compared: unavailable in the {side} ({why})"
             out.append(_unavailable(name, "bytes", Direction.LOWER_IS_BETTER, msg))
         else:
-            out.append(_judge_one_memory(name, base, cur, tol))
+            again = None if confirmation is None else _find(confirmation, source, device)
+            out.append(_judge_one_memory(name, base, cur, tol, runs=runs,
+                                         confirmation=again if again is not None and again.available else None))
     return out
 
 
@@ -446,22 +557,31 @@ def _find(peaks: Sequence[MemoryPeak], source: MemorySource, device: str) -> Mem
 _SPREAD_MARGIN = 1.5
 
 
-def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Tolerances) -> MetricVerdict:
+def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Tolerances, *,
+                      runs: BaselineRuns | None = None, confirmation: MemoryPeak | None = None) -> MetricVerdict:
     assert base.peak_bytes is not None and cur.peak_bytes is not None
     rel, floor = tol.memory_band(base.source)
     # The workload's own peak: what each round added above the memory in use
     # when it began, so leftovers of earlier tests or of an interleaved
     # variant do not move it.
-    base_b, cur_b = float(base.added_bytes or 0), float(cur.added_bytes or 0)
+    stored = runs.memory(name) if runs is not None else []
+    between_runs = stored_rule.run_spread([float(v) for v in stored],
+                                          [float(v) for v in runs.history_memory(name)] if runs is not None else [])
+    base_b = between_runs.level if stored else float(base.added_bytes or 0)
+    cur_b = float(cur.added_bytes or 0)
     configured = max(rel * base_b, float(floor))
     spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_added_bytes),
                                   round_spread_bytes(cur.per_round_added_bytes))
-    allowed = max(configured, spread)
+    # Processes differ more than one process's rounds do (the executor's op order, allocator state): the
+    # prediction bound over the baseline's runs, when there are enough of them to estimate it.
+    between = between_runs.prediction_half_width(tol.confidence) if between_runs.known else 0.0
+    allowed = max(configured, spread, between)
     delta = cur_b - base_b
+    again = None if confirmation is None else float(confirmation.added_bytes or 0) - base_b
     change = delta / base_b if base_b > 0 else None
     mdc = allowed / base_b if base_b > 0 else None
-    noise_limited = base_b > 0 and spread > configured and spread > tol.noisy_cap * base_b
-    if delta > allowed:
+    noise_limited = base_b > 0 and max(spread, between) > configured and max(spread, between) > tol.noisy_cap * base_b
+    if delta > allowed and (again is None or again > allowed):
         status = Status.REGRESSED
     elif -delta > allowed:
         status = Status.IMPROVED
@@ -472,18 +592,29 @@ def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Toleran
 
     pct = f"{_pct(change)}, " if change is not None else ""
     head = f"{name}: {_fmt(base_b, 'bytes')} -> {_fmt(cur_b, 'bytes')} ({pct}{_signed_mib(delta)})"
+    if between_runs.known:
+        runs_part = (f", {_share(tol.confidence)} bound over {between_runs.n_runs} runs in separate processes = "
+                     f"{_fmt(between, 'bytes')}")
+    elif stored:
+        runs_part = f"; between-process spread unknown: {len(stored)} run(s), {stored_rule.MIN_RUNS} needed"
+    else:
+        runs_part = ""
     band = (f"allowed {_signed_mib(allowed)} = max({_share(rel)} of baseline, floor {_fmt(floor, 'bytes')}, "
-            f"1.5 x round-to-round spread = {_fmt(spread, 'bytes')})")
+            f"1.5 x round-to-round spread = {_fmt(spread, 'bytes')}{runs_part})")
     if status is Status.REGRESSED:
-        body = f"more memory than the baseline beyond the band: {band}; peaks are measured, not estimated"
+        seen = "" if again is None else f" (a fresh process added {_signed_mib(again)}: confirmed)"
+        body = f"more memory than the baseline beyond the band{seen}: {band}; peaks are measured, not estimated"
     elif status is Status.IMPROVED:
         body = f"less memory than the baseline beyond the band: {band}"
     elif status is Status.NOISY:
         body = (f"too noisy to decide: the per-round peaks vary so much that only changes "
                 f"beyond {_signed_mib(allowed)} are caught; {band}")
+    elif again is not None and delta > allowed:
+        body = f"not confirmed: a fresh process added {_signed_mib(again)}, within the band: {band}"
     else:
         body = f"unchanged: {band}"
     return MetricVerdict(
+        baseline_runs=len(stored) or None,
         metric=name,
         unit="bytes",
         direction=Direction.LOWER_IS_BETTER,

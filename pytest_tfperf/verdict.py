@@ -118,6 +118,15 @@ class MetricVerdict:
     confidence: float | None = None
     p_value: float | None = None
     decision_threshold: float | None = None
+    # Stored-baseline verdicts: the runs (separate processes) behind the baseline, and recorded runs that
+    # sharpened its spread. None for paired verdicts and for rules that do not use runs.
+    baseline_runs: int | None = None
+    history_runs: int | None = None
+
+    @property
+    def detection_limit(self) -> float | None:
+        """The smallest change in the bad direction this comparison catches here (a fraction; inf: none)."""
+        return self.minimum_detectable_change
 
 
 _PRIORITY = (Status.REGRESSED, Status.NOISY, Status.IMPROVED, Status.UNCHANGED)
@@ -132,6 +141,9 @@ class Verdict:
     metrics: tuple[MetricVerdict, ...]
     status: Status
     needs_remeasure: bool
+    # A stored-baseline regression seen in one process: the session measures a fresh process before failing.
+    needs_confirmation: bool = False
+    confirmed: bool = False  # the verdict includes a fresh process's run
 
     @property
     def failed(self) -> bool:
