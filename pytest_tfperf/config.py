@@ -15,6 +15,10 @@ from typing import Any
 DEFAULT_BASELINE_DIR = "benchmarks/baselines"
 # Set in a partner session (see ``partner``): the pipes to the session that drives it.
 PARTNER_ENV = "TFPERF_PARTNER_FDS"
+# Set in the extra processes of a refresh (see ``refresh``): where that process writes its results, and
+# that it only measures (no baselines, no history, no gate).
+RUN_CHILD_ENV = "TFPERF_REFRESH_RESULTS"
+DEFAULT_RUNS = 5  # processes a refresh measures each test in (stored_rule.DEFAULT_RUNS)
 
 
 def positive_float(text: str) -> float:
@@ -66,9 +70,12 @@ class SessionConfig:
     stall_ceiling_s: float = 300.0
     watchdog: bool = True
     remeasure: bool = True
-    # What a stored-baseline throughput regression does: "warn" reports it, "fail" fails the test.
-    # Memory, trace and paired verdicts always fail. See README "How a regression is decided".
-    throughput_gate: str = "warn"
+    # What a stored-baseline throughput regression does: "fail" (default) fails the test, "warn" reports it.
+    # Memory, trace and paired verdicts always fail. See docs/gates.md.
+    throughput_gate: str = "fail"
+    runs: int = DEFAULT_RUNS  # --tfperf-update: processes each test is measured in
+    record: bool = False  # --tfperf-record: add this run to the history (never to the baseline)
+    gate: bool = True  # False in a refresh's extra processes: they measure, nothing is compared
     hard_exit: bool = True  # arm faulthandler as a last resort against a wedged GIL
     # --tfperf-against: a git revision or directory whose code is measured beside this one, round by round.
     against: str | None = None

@@ -14,6 +14,16 @@ class Row:
 
     measurement: Measurement
     verdict: str  # "ok", "REGRESSED", "improved", "no baseline", "noisy", "BUDGET", ...
+    catches: str = ""  # the smallest throughput slowdown the verdict's comparison catches here ("38%", "none")
+
+
+def format_limit(limit: float | None) -> str:
+    """A detection limit for a table cell: '38%', 'none' (nothing can be caught), '' (no comparison)."""
+    if limit is None:
+        return ""
+    if limit != limit or limit == float("inf") or limit >= 1.0:
+        return "none"
+    return f"{limit:.0%}"
 
 
 def format_bytes(value: int | float | None) -> str:
@@ -66,7 +76,7 @@ def _traces(m: Measurement) -> str:
 
 def summary_table(rows: Sequence[Row]) -> list[str]:
     """The end-of-session table: test, throughput, first call, host and TF peaks, traces, verdict."""
-    header = ("test", "throughput", "±cv", "first call", "peak RSS", "peak TF", "traces", "verdict")
+    header = ("test", "throughput", "±cv", "first call", "peak RSS", "peak TF", "traces", "catches", "verdict")
     body = []
     for row in rows:
         m = row.measurement
@@ -78,10 +88,11 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
             _host_peak(m),
             _tf_peak(m),
             _traces(m),
+            row.catches or "-",
             row.verdict,
         ))
     widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
-    left = {0, 7}
+    left = {0, 8}
 
     def fmt(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
@@ -90,14 +101,15 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
     lines += [fmt(r) for r in body]
     lines.append("")
     lines.append("throughput: items/s at the median iteration; ±cv: robust spread of iteration times; "
-                 "peak TF: allocator peak above what was live before measuring; traces: warm-up+steady")
+                 "peak TF: allocator peak above what was live before measuring; traces: warm-up+steady; "
+                 "catches: the smallest slowdown its comparison catches on this machine")
     return lines
 
 
 def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> list[str]:
     """A Markdown table for pull requests and ``$GITHUB_STEP_SUMMARY``: test, throughput, change, verdict."""
-    lines = ["### tfperf", "", "| test | throughput | change vs baseline | peak TF | verdict |",
-             "|---|---:|---:|---:|---|"]
+    lines = ["### tfperf", "", "| test | throughput | change vs baseline | catches | peak TF | verdict |",
+             "|---|---:|---:|---:|---:|---|"]
     for row, verdict in zip(rows, verdicts):
         m = row.measurement
         change = "–"
@@ -108,5 +120,6 @@ def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> 
             if throughput.ci_low is not None and throughput.ci_high is not None:
                 change += f" [{throughput.ci_low * 100:+.1f}%, {throughput.ci_high * 100:+.1f}%]"
         test = m.test_id.replace("|", "\\|")
-        lines.append(f"| `{test}` | {format_rate(m.throughput_per_s)} | {change} | {_tf_peak(m)} | {row.verdict} |")
+        lines.append(f"| `{test}` | {format_rate(m.throughput_per_s)} | {change} | {row.catches or '–'} | "
+                     f"{_tf_peak(m)} | {row.verdict} |")
     return lines

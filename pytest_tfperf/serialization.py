@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.model import Diagnosis, Environment, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.runs import RECORD, REFRESH, RunSummary
 
 JsonDict = dict[str, Any]
 
@@ -468,6 +469,39 @@ def measurement_from_dict(value: object, where: Field) -> Measurement:
         diagnoses=tuple(diagnosis_from_dict(d, where.key("diagnoses").index(i)) for i, d in enumerate(diagnoses)),
         extra_metrics=read_float_map(data.get("extra_metrics", {}), where.key("extra_metrics")),
         environment_id=read_str(data["environment_id"], where.key("environment_id"), non_empty=False),
+    )
+
+
+def run_summary_to_dict(run: RunSummary) -> JsonDict:
+    return {
+        "git_commit": run.git_commit,
+        "kind": run.kind,
+        "memory_added_bytes": {name: value for name, value in run.memory_added_bytes},
+        "recorded_at": run.recorded_at,
+        "run_id": run.run_id,
+        "throughput_per_s": write_float(run.throughput_per_s),
+        "traces_steady": run.traces_steady,
+    }
+
+
+def run_summary_from_dict(value: object, where: Field) -> RunSummary:
+    data = read_object(value, where, ("kind", "recorded_at", "run_id", "throughput_per_s"),
+                       ("git_commit", "memory_added_bytes", "traces_steady"))
+    kind = read_str(data["kind"], where.key("kind"))
+    if kind not in (REFRESH, RECORD):
+        raise where.key("kind").error(f"expected {REFRESH!r} or {RECORD!r}, found {_describe(kind)}")
+    memory = data.get("memory_added_bytes", {})
+    if not isinstance(memory, dict):
+        raise where.key("memory_added_bytes").error("expected an object of byte counts")
+    return RunSummary(
+        run_id=read_str(data["run_id"], where.key("run_id")),
+        recorded_at=read_str(data["recorded_at"], where.key("recorded_at"), non_empty=False),
+        kind=kind,
+        throughput_per_s=read_float(data["throughput_per_s"], where.key("throughput_per_s")),
+        memory_added_bytes=tuple(sorted((str(k), read_int(v, where.key("memory_added_bytes").key(str(k)), minimum=None))
+                                        for k, v in memory.items())),
+        traces_steady=read_optional_int(data.get("traces_steady"), where.key("traces_steady")),
+        git_commit=read_str(data.get("git_commit", ""), where.key("git_commit"), non_empty=False),
     )
 
 

@@ -65,9 +65,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_tfperf import stats
+from pytest_tfperf.config import DEFAULT_RUNS  # noqa: F401 - what --tfperf-update measures: t(0.99, 4) = 3.75
 
 MIN_RUNS = 3  # runs (or degrees of freedom + 1) below which no spread is estimated
-DEFAULT_RUNS = 5  # what --tfperf-update measures by default: t(0.99, 4) = 3.75
 HISTORY_WINDOW = 30  # newest recorded runs used for the spread
 CONFIRM_POWER = math.sqrt(0.95)  # each of two runs must cross for the rule to catch a change 95% of the time
 
