@@ -109,6 +109,7 @@ from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is wher
     _share,
     _signed_mib,
     _unavailable,
+    slowdown_text,
 )
 
 # ---------------------------------------------------------------------------
@@ -356,7 +357,7 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
             f"{conf} CI {_pct(call.ci_low)} to {_pct(call.ci_high)})")
     spread_text = (f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind}), so its "
                    f"{conf} prediction bound for a new run lies {call.bound_change:.1%} below its level")
-    limit_text = f"against this baseline, slowdowns of {call.detection_limit:.0%} or more are caught here"
+    limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
     if call.detection_limit > tol.throughput:
         limit_text += (f", wider than the {_share(tol.throughput)} tolerance: for finer changes on this machine, "
                        "measure the other version beside this one with --tfperf-against=origin/main")

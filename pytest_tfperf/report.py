@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_tfperf.model import Measurement, MemorySource
+from pytest_tfperf.verdict import slowdown_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,12 +19,10 @@ class Row:
 
 
 def format_limit(limit: float | None) -> str:
-    """A detection limit for a table cell: '38%', 'none' (nothing can be caught), '' (no comparison)."""
+    """A detection limit for a table cell: '38%', '3.0x' (a slowdown to 3x the time), 'none', '' (no comparison)."""
     if limit is None:
         return ""
-    if limit != limit or limit == float("inf") or limit >= 1.0:
-        return "none"
-    return f"{limit:.0%}"
+    return slowdown_text(limit)
 
 
 def format_bytes(value: int | float | None) -> str:

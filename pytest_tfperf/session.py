@@ -485,6 +485,8 @@ class TfPerfSession:
 
     def _limit_lines(self) -> list[str]:
         """What the stored throughput verdicts can catch here, said once for the whole session."""
+        from pytest_tfperf.verdict import slowdown_text
+
         stored = [o for o in self.outcomes if o.paired_with is None and o.stored is not None and o.gating]
         limits = [lim for lim in (_detection_limit(o) for o in stored) if lim is not None]
         if not limits:
@@ -493,8 +495,9 @@ class TfPerfSession:
         finite = sorted(lim for lim in limits if lim < 1.0)
         lines = []
         if finite:
-            lines.append(f"stored baselines: against their runs, slowdowns of {finite[0]:.0%} to {finite[-1]:.0%} "
-                         f"(median {finite[len(finite) // 2]:.0%}) are caught on this machine")
+            lines.append(f"stored baselines: against their runs, slowdowns of {slowdown_text(finite[0])} to "
+                         f"{slowdown_text(finite[-1])} (median {slowdown_text(finite[len(finite) // 2])}) are caught "
+                         "on this machine")
         unknown = len(limits) - len(finite)
         if unknown:
             lines.append(f"{unknown} stored baseline(s) have too few runs to judge throughput: refresh them with "

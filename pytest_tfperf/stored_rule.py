@@ -60,6 +60,7 @@ again in the fresh process. Traces stay exact counts.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,6 +71,12 @@ from pytest_tfperf.config import DEFAULT_RUNS  # noqa: F401 - what --tfperf-upda
 MIN_RUNS = 3  # runs (or degrees of freedom + 1) below which no spread is estimated
 HISTORY_WINDOW = 30  # newest recorded runs used for the spread
 CONFIRM_POWER = math.sqrt(0.95)  # each of two runs must cross for the rule to catch a change 95% of the time
+
+
+@functools.lru_cache(maxsize=512)
+def _t(p: float, df: float) -> float:
+    # Student t quantiles by series are the costly part of a verdict; a suite asks for few distinct ones.
+    return stats.t_quantile(p, df)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,14 +97,14 @@ class RunSpread:
         """How far below (or above) the level a new run may land at ``confidence``, one-sided."""
         if not self.known:
             return math.inf
-        return stats.t_quantile(confidence, self.df) * self.sd * math.sqrt(1.0 + 1.0 / self.n_runs)
+        return _t(confidence, self.df) * self.sd * math.sqrt(1.0 + 1.0 / self.n_runs)
 
     def detection_limit(self, confidence: float, threshold: float, power: float = CONFIRM_POWER) -> float:
         """Shift (in the figure's units) that both runs of the confirmed rule cross with probability ``power**2``."""
         if not self.known:
             return math.inf
         se = self.sd * math.sqrt(1.0 + 1.0 / self.n_runs)
-        return max(self.prediction_half_width(confidence), threshold) + stats.t_quantile(power, self.df) * se
+        return max(self.prediction_half_width(confidence), threshold) + _t(power, self.df) * se
 
 
 def run_spread(baseline: Sequence[float], history: Sequence[float] = ()) -> RunSpread:
@@ -152,7 +159,7 @@ def judge_throughput(spread_log: RunSpread, current: Sequence[float], *, confide
     threshold_log = -math.log1p(-threshold)
     limit = -math.expm1(-spread_log.detection_limit(confidence, threshold_log))
     se_mean = spread_log.sd * math.sqrt(1.0 / m + 1.0 / spread_log.n_runs)
-    t_two = stats.t_quantile(0.5 + confidence / 2.0, spread_log.df)
+    t_two = _t(0.5 + confidence / 2.0, spread_log.df)
     ci_low, ci_high = math.expm1(delta - t_two * se_mean), math.expm1(delta + t_two * se_mean)
     p_value = stats.t_cdf(delta / se_mean, spread_log.df) if se_mean > 0 else (0.0 if delta < 0 else 1.0)
     bound = spread_log.level - half

@@ -240,6 +240,15 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:g} {unit}"
 
 
+def slowdown_text(fraction_lost: float) -> str:
+    """A slowdown (fraction of throughput lost) as people say it: '38%' up to a half, then '3.0x' (time taken)."""
+    if not math.isfinite(fraction_lost) or fraction_lost >= 0.995:
+        return "none" if math.isinf(fraction_lost) or fraction_lost != fraction_lost else "200x"
+    if fraction_lost < 0.5:
+        return f"{fraction_lost:.0%}"
+    return f"{1.0 / (1.0 - fraction_lost):.1f}x"
+
+
 def _pct(fraction: float | None) -> str:
     if fraction is None:
         return "n/a"
