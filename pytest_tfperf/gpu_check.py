@@ -34,7 +34,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -231,7 +230,8 @@ def check_sampler_cost(ops: Any, *, pairs: int = 12, calls: int = 60, reps: int 
             probe.peak()
             ratios.append(sampled / bare if bare > 0 else 1.0)
         median = statistics.median(ratios)
-        busy = probe.last_busy.fraction if getattr(probe, "last_busy", None) is not None else None
+        last = getattr(probe, "last_busy", None)  # the NVML probe's busy reading of the last "on" window
+        busy = last.fraction if last is not None else None
         found = (f"median on/off ratio {median:.3f} over {pairs} interleaved pairs; step {bare / 1e6:.2f} ms "
                  f"({reps} {getattr(ops, 'work_with', '')} 4096x4096 matmuls)")
         # The memory sampler alone read 0.996 on the H200; 2% either way is well outside what was measured.

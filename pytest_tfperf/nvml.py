@@ -243,7 +243,7 @@ class NvmlMemoryProbe:
             return None
         try:
             return int(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any NVML error only removes the busy figure
             if _error_code(exc) == _NOT_SUPPORTED:
                 self._busy_problem = f"NVML gives no utilisation for {self.device} ({self._name}): {type(exc).__name__}"
             else:
@@ -254,7 +254,7 @@ class NvmlMemoryProbe:
         """NVML's per-process utilisation samples newer than ``since`` (empty when it holds none)."""
         try:
             return list(self._nvml.nvmlDeviceGetProcessUtilization(self._handle, since))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any NVML error only removes this process's share
             code = _error_code(exc)
             if code in (_SUCCESS, _NOT_FOUND):  # no sample newer than `since`: the driver says so with an error
                 return []

@@ -165,6 +165,6 @@ def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> 
         lines.append(f"| `{test}` | {format_rate(m.throughput_per_s)} | {change} | {_tf_peak(m)} | {gpu_cells}"
                      f"{row.verdict} |")
     if gpu:
-        lines += ["", "GPU mem: NVML peak of this process (* the whole device), in brackets MiB the rounds added; "
-                      "GPU busy: share of the time a kernel ran (NVML)."]
+        lines += ["", ("GPU mem: NVML peak of this process (* the whole device), in brackets MiB the rounds added; "
+                       "GPU busy: share of the time a kernel ran (NVML).")]
     return lines
