@@ -634,7 +634,7 @@ def run_checks(*, ops_spec: str = "", workdir: Path | None = None, plugin_budget
         checks.append(_guarded(nvml_names[0], "CuPy or PyTorch", lambda: check_known_allocation(ops)))
         plugin_checks, run = run_plugin_checks(work, ops_spec, budget_s=plugin_budget_s)
         facts["plugin_run"] = {"returncode": run.returncode, "seconds": round(run.seconds, 1),
-                               "output_tail": run.output.strip().splitlines()[-40:]}
+                               "output_tail": run.output.strip().splitlines()[-60:]}
         checks += plugin_checks
         checks.append(_guarded(nvml_names[-1], "CuPy or PyTorch",
                                lambda: check_sampler_cost(ops, pairs=cost_pairs, calls=cost_calls)))

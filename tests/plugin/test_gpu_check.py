@@ -56,7 +56,12 @@ def emulated_gpu(monkeypatch: pytest.MonkeyPatch) -> object:
     return gpu.FakeOps()
 
 
-def test_every_nvml_check_reaches_its_verdict_on_an_emulated_gpu(emulated_gpu: object, tmp_path: Path) -> None:
+def test_every_nvml_check_reaches_its_verdict_on_an_emulated_gpu(emulated_gpu: object, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # TensorFlow stays out of this process (other tests tell a stand-in error class from TensorFlow's by
+    # whether TensorFlow is loaded); its no-GPU path is tested on a fake below.
+    installed = gpu_check.available_libraries()
+    monkeypatch.setattr(gpu_check, "available_libraries", lambda: {**installed, "tensorflow": False})
     checks, facts = gpu_check.run_checks(ops_spec=EMULATED, workdir=tmp_path, plugin_budget_s=0.5,
                                          cost_pairs=2, cost_calls=3)
     by_name = {c.name: c for c in checks}
@@ -78,11 +83,13 @@ def test_every_nvml_check_reaches_its_verdict_on_an_emulated_gpu(emulated_gpu: o
     assert "peak_nvml[GPU:0]: measured 1,544.0 MiB, limit 256.0 MiB (the limit applies to the absolute peak" in budget.found
     busy = by_name["plugin: GPU busy, saturated vs input-starved step"]
     assert busy.figures["saturated_busy"] > busy.figures["starved_busy"]  # type: ignore[operator]
+    # The plugin's own terminal summary, in that run, has the GPU columns.
+    tail = facts["plugin_run"]["output_tail"]
+    assert any("GPU mem" in line and "GPU busy" in line for line in tail), "\n".join(tail)
     cost = by_name["NVML sampler cost on a GPU step (on/off)"]
     assert cost.status in ("pass", "FAIL") and isinstance(cost.figures["median_ratio"], float)  # ran; emulated timing
-    # TensorFlow here is a CPU build: its checks say why they did not run.
     tf_checks = [c for c in checks if c.needs == "TensorFlow (CUDA)"]
-    assert {c.status for c in tf_checks} == {"not run"}
+    assert {c.found for c in tf_checks} == {"TensorFlow is not installed"}
 
 
 def test_a_plugin_run_without_results_is_one_failed_check_with_the_output_tail() -> None:
@@ -121,3 +128,12 @@ def test_the_tensorflow_allocator_check_reads_a_known_tensor_on_a_fake_gpu() -> 
 
     check = gpu_check._tf_allocator(FakeTensorFlow(gpus=1))
     assert check.status == "pass" and check.figures["added_bytes"] == 256 * 2**20
+
+
+def test_tensorflow_without_a_gpu_says_so_for_each_of_its_checks(tmp_path: Path) -> None:
+    from tests.fakes import FakeTensorFlow
+
+    checks = gpu_check.tensorflow_checks(FakeTensorFlow(gpus=0), tmp_path)
+    assert [c.name for c in checks] == [n for n, needs in gpu_check.ALL_CHECKS if needs == "TensorFlow (CUDA)"]
+    assert {(c.status, c.found) for c in checks} == {
+        ("not run", "TensorFlow sees no GPU (a CPU-only build, or its CUDA libraries are missing)")}
