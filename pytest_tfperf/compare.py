@@ -737,6 +737,8 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
             memory.append(peak)
     # Diagnoses and derived metrics describe a whole measurement: the later one
     # stands for the pair (its figures are the freshest), the earlier fills gaps.
+    from pytest_tfperf import gpu_busy
+
     later_kinds = {d.kind for d in b.diagnoses}
     later_extras = {name for name, _ in b.extra_metrics}
     return Measurement(
@@ -749,6 +751,7 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         diagnoses=b.diagnoses + tuple(d for d in a.diagnoses if d.kind not in later_kinds),
         extra_metrics=b.extra_metrics + tuple((k, v) for k, v in a.extra_metrics if k not in later_extras),
         environment_id=a.environment_id or b.environment_id,
+        gpu_busy=gpu_busy.pool(a.gpu_busy, b.gpu_busy),
     )
 
 
@@ -765,6 +768,7 @@ def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:
         per_round_peak_bytes=a.per_round_peak_bytes + b.per_round_peak_bytes,
         per_round_start_bytes=(a.per_round_start_bytes + b.per_round_start_bytes
                                if a.per_round_start_bytes and b.per_round_start_bytes else ()),
+        scope=a.scope if a.scope == b.scope else "", detail=a.detail,
     )
 
 

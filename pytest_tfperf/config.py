@@ -95,6 +95,7 @@ MARKER_FIELDS: dict[str, str] = {
     "max_traces": "budget: tf.function traces in the steady state",
     "max_input_bound_fraction": "budget: fraction of each step spent waiting for input",
     "max_memory_growth_bytes_per_iteration": "budget: memory growth slope",
+    "min_gpu_busy_fraction": "budget: share of the measured time the GPU ran a kernel (NVML, median round)",
     "gate": "compare with the stored baseline (default True)",
     "watchdog": "fail a stalled iteration instead of hanging (default True)",
     "stall_multiple": "stall deadline as a multiple of the typical iteration",
@@ -120,6 +121,7 @@ class MarkerOptions:
     max_traces: int | None = None
     max_input_bound_fraction: float | None = None
     max_memory_growth_bytes_per_iteration: float | None = None
+    min_gpu_busy_fraction: float | None = None
     gate: bool = True
     watchdog: bool | None = None
     stall_multiple: float | None = None
@@ -154,6 +156,9 @@ def _check_marker_value(name: str, value: Any, where: str) -> None:
         raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a whole number >= 1, got {value!r}")
     if name in ("tolerance", "max_input_bound_fraction") and not 0 < value < 1:
         raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a fraction between 0 and 1, got {value!r}")
+    if name == "min_gpu_busy_fraction" and not 0 < value <= 1:
+        raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a fraction above 0 and at most 1, "
+                         f"got {value!r}")
     if name == "stall_multiple" and value <= 1:
         raise ValueError(f"{where}: @pytest.mark.tfperf(stall_multiple=...) must be > 1, got {value!r}")
     if name == "warmup_s" and value < 0:

@@ -699,4 +699,6 @@ def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
         props.append(("tfperf_traces_steady", m.traces_steady))
     for name, value in m.extra_metrics:
         props.append((f"tfperf_{name}", value))
-    return props
+    from pytest_tfperf.report import gpu_properties
+
+    return props + gpu_properties(m)  # which NVML figure, what the test added, GPU busy
