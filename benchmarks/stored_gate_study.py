@@ -45,11 +45,16 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pytest_tfperf.compare import Status, Tolerances, judge  # noqa: E402
-from pytest_tfperf.model import Measurement, Timings  # noqa: E402
-from pytest_tfperf.runs import REFRESH, BaselineRuns, summarize  # noqa: E402
-from pytest_tfperf.serialization import Field, memory_peak_from_dict, memory_peak_to_dict  # noqa: E402
-from pytest_tfperf.stats import wilson_interval  # noqa: E402
+from pytest_tfperf.compare import Tolerances, judge
+from pytest_tfperf.model import Measurement, Timings
+from pytest_tfperf.runs import REFRESH, BaselineRuns, summarize
+from pytest_tfperf.serialization import (
+    Field,
+    memory_peak_from_dict,
+    memory_peak_to_dict,
+)
+from pytest_tfperf.stats import wilson_interval
+from pytest_tfperf.stored_rule import log_spread, machine_spread
 
 BASELINE_RUNS = 5  # what --tfperf-update records by default
 RESULTS = HERE / "results"
@@ -116,10 +121,10 @@ def collect_summary(runs_dir: Path) -> dict[str, Any]:
 
 
 def _judge(test: str, current: dict[str, Any], confirmation: dict[str, Any] | None,
-           baseline: list[dict[str, Any]]) -> dict[str, Any]:
+           baseline: list[dict[str, Any]], machine: float) -> dict[str, Any]:
     base_measurements = [rebuild(test, b) for b in baseline]
     runs = BaselineRuns(tuple(summarize(m, run_id=str(i), recorded_at="", kind=REFRESH)
-                              for i, m in enumerate(base_measurements)))
+                              for i, m in enumerate(base_measurements)), machine_spread=machine)
     cur = rebuild(test, current)
     tol = Tolerances()
     verdict = judge(cur, base_measurements[-1], tol, runs=runs)
@@ -146,6 +151,9 @@ def judge_all(summary: dict[str, Any]) -> list[dict[str, Any]]:
     for p in range(n_base, len(processes) - 1):
         proc, after = processes[p], processes[p + 1]
         window = processes[p - n_base:p]
+        # As the session does: the machine's spread from every test's baseline runs (here, the window's).
+        machine = machine_spread([log_spread([w["tests"][t]["throughput_per_s"] for w in window if t in w["tests"]])
+                                  for t in window[-1]["tests"]])
         for test, figures in proc["tests"].items():
             reference, label = CHANGED.get(test, (test, "A/A"))
             if test == MEMORY_CHANGE[0]:
@@ -153,7 +161,7 @@ def judge_all(summary: dict[str, Any]) -> list[dict[str, Any]]:
             baseline = [w["tests"][reference] for w in window if reference in w["tests"]]
             if len(baseline) < n_base:
                 continue
-            row = _judge(PREFIX + reference, figures, after["tests"].get(test), baseline)
+            row = _judge(PREFIX + reference, figures, after["tests"].get(test), baseline, machine)
             row.update(process=proc["index"], test=test, kind=label)
             rows.append(row)
     return rows
@@ -180,7 +188,7 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
         return {}
 
     def q(x: float) -> float:
-        return finite[min(len(finite) - 1, int(round(x * (len(finite) - 1))))]
+        return finite[min(len(finite) - 1, round(x * (len(finite) - 1)))]
 
     return {"min": finite[0], "p05": q(0.05), "median": q(0.5), "p95": q(0.95), "max": finite[-1],
             "infinite": sum(1 for v in values if v is None or not math.isfinite(v))}

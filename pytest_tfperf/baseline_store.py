@@ -265,6 +265,23 @@ class BaselineStore:
             ids.append(read_str(data.get("test_id"), Field(str(path), "test_id", _FIX_HINT)))
         return tuple(sorted(ids))
 
+    def baselines_for(self, environment: Environment) -> list[StoredBaseline]:
+        """Every readable baseline recorded for ``environment``; unreadable files are skipped here (the
+        test they belong to fails with the reason when it is gated)."""
+        if not self.directory.is_dir():
+            return []
+        out = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                data = load_document(path, SCHEMA, SCHEMA_VERSION, _MIGRATIONS, _FIX_HINT)
+                test_id = read_str(data.get("test_id"), Field(str(path), "test_id", _FIX_HINT))
+                entry = self._read_entries(path, test_id).get(environment.fingerprint)
+            except StorageError:
+                continue
+            if entry is not None:
+                out.append(entry[1])
+        return out
+
     def _read_entries(self, path: Path, test_id: str) -> dict[str, tuple[JsonDict, StoredBaseline]]:
         """Every entry of ``path`` (which must belong to ``test_id``), raw as stored and validated."""
         data = load_document(path, SCHEMA, SCHEMA_VERSION, _MIGRATIONS, _FIX_HINT)

@@ -331,16 +331,19 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     if not base or min(values) <= 0 or not all(math.isfinite(v) for v in values):
         return _unavailable(name, unit, Direction.HIGHER_IS_BETTER,
                             f"{name}: not compared: the baseline or this run has no positive throughput")
-    spread = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
+    own = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
+    spread = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()],
+                                    floor=runs.machine_spread)
     d = tol.throughput_decision_threshold
-    call = stored_rule.judge_throughput(spread, values, confidence=tol.confidence, threshold=d,
+    confidence = tol.stored_throughput_confidence
+    call = stored_rule.judge_throughput(spread, values, confidence=confidence, threshold=d,
                                         tolerance=tol.throughput)
     base_value = math.exp(spread.level)
     cur_value = math.exp(math.fsum(math.log(v) for v in values) / len(values))
     n, k = spread.n_runs, spread.n_history
     behind = f"{n} baseline run{'s' if n != 1 else ''}" + (f" and {k} recorded run{'s' if k != 1 else ''}" if k else "")
     common = dict(metric=name, unit=unit, direction=Direction.HIGHER_IS_BETTER, baseline_value=base_value,
-                  current_value=cur_value, relative_change=call.change, confidence=tol.confidence,
+                  current_value=cur_value, relative_change=call.change, confidence=confidence,
                   decision_threshold=-d, baseline_runs=n, history_runs=k)
     if call.status == "unknown":
         message = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}): not judged: "
@@ -351,12 +354,15 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
                    "record runs on the main branch with --tfperf-record")
         return MetricVerdict(**common, ci_low=None, ci_high=None, status=Status.NOISY,  # type: ignore[arg-type]
                              minimum_detectable_change=math.inf, message=message)
-    conf = _share(tol.confidence)
+    conf = _share(confidence)
     per_run = [math.expm1(math.log(v) - spread.level) for v in values]
     head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}, "
             f"{conf} CI {_pct(call.ci_low)} to {_pct(call.ci_high)})")
-    spread_text = (f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind}), so its "
-                   f"{conf} prediction bound for a new run lies {call.bound_change:.1%} below its level")
+    floored = runs.machine_spread > 0 and own.sd < runs.machine_spread
+    varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this machine's "
+              f"tests typically by {math.expm1(runs.machine_spread):.1%}, the spread assumed"
+              if floored else f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})")
+    spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
     limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
     if call.detection_limit > tol.throughput:
         limit_text += (f", wider than the {_share(tol.throughput)} tolerance: for finer changes on this machine, "

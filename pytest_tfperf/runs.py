@@ -81,6 +81,9 @@ class BaselineRuns:
 
     runs: tuple[RunSummary, ...]
     history: tuple[RunSummary, ...] = ()
+    # The machine's typical between-process spread of log throughput (``stored_rule.machine_spread`` over
+    # every baseline of this environment): the least spread this test's bound assumes. 0: unknown.
+    machine_spread: float = 0.0
 
     def throughputs(self) -> list[float]:
         return [r.throughput_per_s for r in self.runs if r.throughput_per_s > 0]

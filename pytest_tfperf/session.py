@@ -83,6 +83,7 @@ class TfPerfSession:
         self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
         self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
         self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
+        self._machine_spread: dict[str, float] = {}  # fingerprint -> stored_rule.machine_spread
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
 
     # -- environment and probes (built once, lazily) ------------------------
@@ -401,7 +402,8 @@ class TfPerfSession:
             history = self.recorded_runs().get((test_id, match.fingerprint), [])
         except StorageError as exc:
             _fail(f"{test_id}: the run history cannot be used, so nothing was compared.\n{exc}")
-        runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history))
+        runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history),
+                            machine_spread=self.machine_spread(match.fingerprint))
         n = len(runs.runs)
         outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
         outcome.stored = (match.measurement, runs)
@@ -415,6 +417,16 @@ class TfPerfSession:
                 "pytest --tfperf --tfperf-update --tfperf-update-improved")
             if notice:
                 outcome.notices.append(notice)
+
+    def machine_spread(self, fingerprint: str) -> float:
+        """This machine's typical between-process spread, from every baseline of this environment (once)."""
+        if fingerprint not in self._machine_spread:
+            from pytest_tfperf.stored_rule import log_spread, machine_spread
+
+            baselines = self.store().baselines_for(self.environment())
+            spreads = [log_spread([r.throughput_per_s for r in b.runs]) for b in baselines]
+            self._machine_spread[fingerprint] = machine_spread(spreads)
+        return self._machine_spread[fingerprint]
 
     def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
         """Runs recorded with --tfperf-record, per (test id, fingerprint), read once per session."""

@@ -70,7 +70,15 @@ from pytest_tfperf.config import DEFAULT_RUNS  # noqa: F401 - what --tfperf-upda
 
 MIN_RUNS = 3  # runs (or degrees of freedom + 1) below which no spread is estimated
 HISTORY_WINDOW = 30  # newest recorded runs used for the spread
+MACHINE_QUANTILE = 0.75  # of the suite's per-test spreads: the floor of every test's spread
+MIN_TESTS_FOR_MACHINE = 5  # tests with enough runs before the suite says anything about the machine
 CONFIRM_POWER = math.sqrt(0.95)  # each of two runs must cross for the rule to catch a change 95% of the time
+
+
+def log_spread(throughputs: Sequence[float]) -> float:
+    """One test's between-process spread: the standard deviation of its runs' log throughputs (nan: < 3 runs)."""
+    logs = [math.log(v) for v in throughputs if v > 0]
+    return stats.stdev(logs) if len(logs) >= MIN_RUNS else math.nan
 
 
 @functools.lru_cache(maxsize=512)
@@ -107,10 +115,11 @@ class RunSpread:
         return max(self.prediction_half_width(confidence), threshold) + _t(power, self.df) * se
 
 
-def run_spread(baseline: Sequence[float], history: Sequence[float] = ()) -> RunSpread:
+def run_spread(baseline: Sequence[float], history: Sequence[float] = (), *, floor: float = 0.0) -> RunSpread:
     """Level of ``baseline`` and the spread of single runs, pooled with ``history``'s successive differences.
 
-    ``history`` is oldest first; only its newest ``HISTORY_WINDOW`` values are used.
+    ``history`` is oldest first; only its newest ``HISTORY_WINDOW`` values are used. The spread is
+    at least ``floor`` (the machine's typical spread, ``machine_spread``).
     """
     n = len(baseline)
     if n == 0:
@@ -127,8 +136,25 @@ def run_spread(baseline: Sequence[float], history: Sequence[float] = ()) -> RunS
         dof += 2.0 * (k - 1) ** 2 / (3.0 * k - 4.0)
     if expected <= 0:
         return RunSpread(level=level, n_runs=n, n_history=k if k >= 2 else 0, sd=math.nan, df=0.0)
-    sd = math.sqrt(ss / expected)
+    sd = max(math.sqrt(ss / expected), floor)
     return RunSpread(level=level, n_runs=n, n_history=k if k >= 2 else 0, sd=sd, df=dof)
+
+
+def machine_spread(spreads: Sequence[float], *, quantile: float = MACHINE_QUANTILE) -> float:
+    """The spread a test on this machine should be assumed to have at least: a high quantile of the
+    between-process spreads of every test with enough runs in this environment (0 with fewer than
+    ``MIN_TESTS_FOR_MACHINE`` of them).
+
+    Five runs estimate one test's spread poorly (4 degrees of freedom): five processes that happen
+    to agree give a bound a fraction of the width the next slow process needs, and on the 2-core
+    validation VM that was most of the false alarms (``benchmarks/results/stored_gate.md``). What
+    moves a process moves every test in it, so the suite's spreads say more about the machine than
+    one test's five runs do.
+    """
+    finite = sorted(v for v in spreads if math.isfinite(v))
+    if len(finite) < MIN_TESTS_FOR_MACHINE:
+        return 0.0
+    return finite[min(len(finite) - 1, int(round(quantile * (len(finite) - 1))))]
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,12 +57,15 @@ class Tolerances:
     device_memory_floor_bytes: int = 16 * MIB
     traces_steady_increase: int = 0
     confidence: float = 0.99
+    # The stored gate's throughput prediction bound (stored_rule): each of two processes must cross it.
+    stored_throughput_confidence: float = 0.995
     power: float = 0.95
     noisy_cap: float = 0.10
     bootstrap_resamples: int = 2000
 
     def __post_init__(self) -> None:
-        for name in ("throughput", "throughput_decision_fraction", "confidence", "power"):
+        for name in ("throughput", "throughput_decision_fraction", "confidence", "stored_throughput_confidence",
+                     "power"):
             value = getattr(self, name)
             if not 0.0 < value < 1.0:
                 raise ValueError(f"Tolerances.{name} must be a fraction between 0 and 1 (exclusive), got {value!r}")
