@@ -58,7 +58,7 @@ class Tolerances:
     traces_steady_increase: int = 0
     confidence: float = 0.99
     # The stored gate's throughput prediction bound (stored_rule): each of two processes must cross it.
-    stored_throughput_confidence: float = 0.995
+    stored_throughput_confidence: float = 0.99
     power: float = 0.95
     noisy_cap: float = 0.10
     bootstrap_resamples: int = 2000
