@@ -227,6 +227,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "tfperf")
         for line in lines:
             terminalreporter.write_line(line)
+    if session.effects:
+        # Last, because it is the catalog's answer: how much each fix beats its anti-pattern here.
+        from pytest_tfperf.effect_lines import effect_lines
+
+        terminalreporter.write_sep("-", "tfperf catalog: fix vs anti-pattern on this machine")
+        for line in effect_lines(session.effects):
+            terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

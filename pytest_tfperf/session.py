@@ -36,6 +36,7 @@ class Outcome:
     item_id: str = ""  # the pytest node id this outcome belongs to
     variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
+    reference: Measurement | None = None  # the partner's measurement (--tfperf-against), for the reports
 
     @property
     def label(self) -> str:
@@ -80,6 +81,7 @@ class TfPerfSession:
         self.partner_server: Any = None  # partner.PartnerServer when this session is another's partner
         self.invocation: tuple[str, list[str]] = (rootdir, [])  # where pytest ran, and its path arguments
         self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
+        self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -301,6 +303,8 @@ class TfPerfSession:
         outcome.baseline = f"measured beside {name}" if partner else f"paired with '{name}'"
         outcome.paired_with = name
         outcome.partner = partner
+        # A variant's reference is in the results under its own id; the other version's figures are not.
+        outcome.reference = reference if partner else None
         return outcome
 
     def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome:
@@ -381,7 +385,7 @@ class TfPerfSession:
         from pytest_tfperf import report
         from pytest_tfperf.diagnostics import failure_summary_lines
 
-        if not self.outcomes and not self.failures and not self._written:
+        if not self.outcomes and not self.failures and not self._written and not self.effects:
             return []
         lines = report.summary_table([report.Row(o.measurement, o.label) for o in self.outcomes]) if self.outcomes else []
         for o in self.outcomes:
@@ -434,7 +438,7 @@ class TfPerfSession:
         from pytest_tfperf.results_json import write_results
 
         write_results(self.config.json_path, self.environment(), self.outcomes,
-                      {f.test_id: f.verdict_dict() for f in self.failures})
+                      {f.test_id: f.verdict_dict() for f in self.failures}, effects=self.effects)
         self._written.append(f"results written to {self.config.json_path}")
 
     def _update_baselines(self) -> None:
