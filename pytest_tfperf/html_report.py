@@ -207,12 +207,17 @@ def _test_section(t: TestView) -> str:
         parts.append('<div class="charts">' + "".join(charts) + "</div>")
     runs = max((len(h.points) for h in t.history), default=0)
     if runs >= 2:
+        # A metric that never moved (steady traces at 0, say) is said in words: a flat line tells no more.
+        flat = [h for h in t.history if len({p.value for p in h.points}) == 1]
+        drawn = [h for h in t.history if len(h.points) >= 2 and h not in flat]
         parts.append(f'<h4 class="note">History in this environment: {runs} recorded runs. Dashed: the baseline\'s '
                      "level; shaded: its 99% prediction band for one new run (from 2 baseline runs up); dotted: "
-                     "the run that refreshed the baseline.</h4>")
+                     "the run that refreshed the baseline."
+                     + ("".join(f" {_e(h.metric)} was {h.points[0].value:g} in every run." for h in flat))
+                     + "</h4>")
         parts.append('<div class="charts">' + "".join(
             f'<figure class="plot" data-plot="history" data-metric="{_e(h.metric)}">{plots.history_chart(h)}'
-            "</figure>" for h in t.history if len(h.points) >= 2) + "</div>")
+            "</figure>" for h in drawn) + "</div>")
     elif runs:
         parts.append('<p class="note">History: 1 recorded run so far; its charts start at the second.</p>')
     parts.append("</section>")
@@ -223,7 +228,11 @@ def render_html(report: Report) -> str:
     """The whole page as a string (charts included); raises ``plots.PlottingUnavailable`` without matplotlib."""
     from pytest_tfperf import plots
 
-    plots._matplotlib()  # fail before any work, with the install command
+    with plots.style():  # fails before any work without matplotlib, with the install command
+        return _render(report)
+
+
+def _render(report: Report) -> str:
     counts = [(s, report.count(s)) for s in ("failed", "regressed", "noisy", "improved", "unchanged", "unavailable")]
     chips = "".join(f"<span>{n} {_e(_STATUS[s][0])}</span>" for s, n in counts if n)
     no_verdict = report.count("")

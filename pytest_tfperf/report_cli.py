@@ -21,8 +21,9 @@ from pytest_tfperf.baseline_store import BaselineStore
 from pytest_tfperf.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows
 from pytest_tfperf.model import Environment, Measurement
 from pytest_tfperf.report_model import Report, build_report
-from pytest_tfperf.serialization import StorageError, utc_timestamp
-from pytest_tfperf.shards import ShardedResults, ShardError, load_shards
+from pytest_tfperf.results_json import results_from_dict
+from pytest_tfperf.serialization import JsonDict, StorageError, utc_timestamp
+from pytest_tfperf.shards import ShardedResults, ShardError, load_shards, merge_results
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -65,6 +66,15 @@ def gather(results: ShardedResults, baseline_dir: str | Path | None, *, title: s
                     continue
     return build_report(results, history, runs, times, title=title,
                         generated_at=generated_at if generated_at is not None else utc_timestamp(None))
+
+
+def write_report(document: JsonDict, baseline_dir: str | Path | None, path: str | Path) -> Path:
+    """The page of one run given as its results document (``results_json.results_to_dict``): what
+    ``--tfperf-html`` writes, through the same steps as this command."""
+    from pytest_tfperf.html_report import write_html
+
+    results = merge_results([results_from_dict(document)])
+    return write_html(path, gather(results, baseline_dir))
 
 
 def _parser() -> argparse.ArgumentParser:

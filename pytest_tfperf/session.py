@@ -424,6 +424,8 @@ class TfPerfSession:
                 steps.append(self._update_baselines)
             if self.config.markdown_path or os.environ.get("GITHUB_STEP_SUMMARY"):
                 steps.append(self._write_markdown)
+            if self.config.html_path:
+                steps.append(self._write_html)  # last: it draws the history that the update appended
             for step in steps:
                 try:
                     step()
@@ -458,6 +460,16 @@ class TfPerfSession:
             + (f"; {kept} kept because they did not improve" if kept else "")
             + "; every other test's baseline was kept"
         )
+
+    def _write_html(self) -> None:
+        from pytest_tfperf.report_cli import write_report
+        from pytest_tfperf.results_json import results_to_dict
+
+        assert self.config.html_path is not None
+        document = results_to_dict(self.environment(), self.outcomes,
+                                   {f.test_id: f.verdict_dict() for f in self.failures}, effects=self.effects)
+        write_report(document, self.baseline_dir, self.config.html_path)
+        self._written.append(f"HTML report written to {self.config.html_path}")
 
     def _write_markdown(self) -> None:
         from pytest_tfperf import report

@@ -109,7 +109,7 @@ def merge_results(documents: Sequence[ResultsDocument]) -> ShardedResults:
     environments: dict[str, Environment] = {}
     effects: list[Mapping[str, Any]] = []
     for doc in documents:
-        source = str(doc.path) if doc.path is not None else "<results>"
+        source = str(doc.path) if doc.path is not None else "this run"
         environments.setdefault(doc.environment.fingerprint, doc.environment)
         effects += doc.effects
         for test_id in doc.test_ids:
@@ -120,7 +120,8 @@ def merge_results(documents: Sequence[ResultsDocument]) -> ShardedResults:
             if earlier is not None:
                 raise ShardError(_duplicate(test_id, earlier, entry))
             tests[test_id] = entry
-    return ShardedResults(MappingProxyType(tests), tuple(str(d.path) for d in documents),
+    sources = tuple(str(d.path) if d.path is not None else "this run" for d in documents)
+    return ShardedResults(MappingProxyType(tests), sources,
                           tuple(environments.values()), tuple(d.created_at for d in documents), tuple(effects))
 
 
