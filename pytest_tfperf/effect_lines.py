@@ -55,6 +55,7 @@ class EffectRow:
     detail: str
     anti_test: str
     fix_test: str
+    not_judged: str = ""  # why the catalog did not hold a failure against the fix ("busy machine")
 
     @property
     def ratio(self) -> bool:
@@ -71,6 +72,8 @@ class EffectRow:
             return "not measured"
         if not self.gated:
             return "reported"
+        if not self.passed and self.not_judged:
+            return f"not judged: {self.not_judged}"
         return "pass" if self.passed else "FAIL"
 
     def value_text(self) -> str:
@@ -112,6 +115,7 @@ def effect_row(raw: Mapping[str, Any]) -> EffectRow:
         spread=pair, min_effect=as_float(raw.get("min_effect")), gated=bool(raw.get("gated", True)),
         passed=bool(raw.get("passed", False)), detail=str(raw.get("detail", "")),
         anti_test=str(raw.get("anti_test", "")), fix_test=str(raw.get("fix_test", "")),
+        not_judged=str(raw.get("not_judged") or ""),
     )
 
 
@@ -131,7 +135,7 @@ def effect_lines(effects: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = [fmt(header).rstrip()]
     lines += [fmt(b).rstrip() for b in body]
     failed = sum(r.outcome == "FAIL" for r in rows)
-    gated = sum(r.gated and r.value is not None for r in rows)
+    gated = sum(r.gated and r.value is not None and not r.outcome.startswith("not judged") for r in rows)
     lines.append(f"{gated - failed} of {gated} gated comparison(s) beat their margin"
                  + (f"; {failed} did not" if failed else "")
                  + "; rounds: lowest..highest per-round value, where rounds are paired")

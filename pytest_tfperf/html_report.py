@@ -42,7 +42,9 @@ table{border-collapse:collapse;width:100%;font-size:.9em}
 th,td{text-align:left;padding:4px 6px;border-bottom:1px solid var(--line);vertical-align:top}
 th{background:var(--soft);font-weight:600}
 td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
-td.id{word-break:break-all;min-width:12em}
+td.id{word-break:break-all;min-width:17em}
+table.overview td:last-child{min-width:14em}
+.nw{white-space:nowrap}
 tr.failed td{background:#ffebe9}
 .test{border:1px solid var(--line);border-radius:6px;padding:10px;margin:14px 0}
 .test.failed{border-color:var(--bad)}
@@ -54,7 +56,7 @@ white-space:pre-wrap;word-break:break-word}
 .charts{display:grid;grid-template-columns:1fr 1fr;gap:8px}
 .charts .wide{grid-column:1/-1}
 figure{margin:0}svg.chart{width:100%;height:auto;display:block}
-#catalog figure{max-width:760px}
+#catalog figure{max-width:620px}
 .path{display:block;color:var(--muted);font-size:.8em}
 .meter{display:inline-block;width:8em;height:.8em;background:var(--soft);border:1px solid var(--line);
 vertical-align:middle}.meter i{display:block;height:100%;background:#0b62d6}
@@ -66,6 +68,10 @@ vertical-align:middle}.meter i{display:block;height:100%;background:#0b62d6}
  table.cards td{display:flex;gap:8px;border:0;padding:2px 4px;text-align:left}
  table.cards td::before{content:attr(data-label);flex:0 0 7.5em;color:var(--muted);font-weight:600}
  table.cards td.num{white-space:normal}
+ table.effects td{display:inline;padding:0 6px 0 0}
+ table.effects td::before{content:none}
+ table.effects td:first-child{font-weight:600}
+ table.effects tr{padding:4px 8px}
 }
 """
 
@@ -123,7 +129,7 @@ def _overview(tests: Sequence[TestView]) -> str:
     head = ("Test", "Verdict", "Change [CI]", "Detects", "Throughput", "Peaks", "Traces", "Diagnoses")
     rows = []
     for t in tests:
-        peaks = "<br>".join(f"{_e(name)}: {_mib(v)}" for name, v in t.peaks) or "–"
+        peaks = "<br>".join(f'<span class="nw">{_e(name)}: {_mib(v)}</span>' for name, v in t.peaks) or "–"
         diagnoses = "<br>".join(_e(d) for d in t.notable_diagnoses) or "–"
         cells = [
             ("id", _test_link(t)),
@@ -147,7 +153,7 @@ def _test_link(t: TestView) -> str:
     """The test's name as a link, its file path small above it: the name is what people scan for."""
     path, sep, name = t.test_id.rpartition("::")
     label = f'<a href="#{t.anchor}">{_e(name if sep else t.test_id)}</a>'
-    return (f'<span class="path">{_e(path)}</span>' if sep else "") + label
+    return "<div>" + (f'<span class="path">{_e(path)}</span>' if sep else "") + label + "</div>"
 
 
 def _effect_table(effects: Sequence[EffectRow]) -> str:
@@ -171,7 +177,7 @@ def _catalog(effects: Sequence[EffectRow]) -> str:
         parts.append(f'<figure class="plot" data-plot="catalog">{chart}</figure>')
         parts.append('<p class="note">Ratios on a log axis: the dot is the effect (best round against best round '
                      "for throughput), the pale bar its spread over paired rounds, the black tick the gate margin "
-                     "the fix must reach; green passed, red failed, grey is reported without a gate. Effects that "
+                     "the fix must reach; green passed, red failed, grey is reported without a gate or not judged (a scenario that needs idle cores, measured on a busy machine). Effects that "
                      "are differences (memory growth, traces) or iterations (NaN) are in the table only.</p>")
     parts.append(_effect_table(effects))
     parts.append("</section>")

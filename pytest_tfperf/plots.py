@@ -186,12 +186,12 @@ def _y_axis(ax: Axes, values: Sequence[float], unit: str, *, include_zero: bool 
     low, high = _range(values, include_zero=include_zero)
     ax.set_ylim(low, high)
     scale = _SCALES.get(unit, 1.0)  # round numbers in the unit shown: MiB, ms
-    ticks = [t * scale for t in nice_ticks(low / scale, high / scale, 4) if low <= t * scale <= high]
+    ticks = [t * scale for t in nice_ticks(low / scale, high / scale, 5) if low <= t * scale <= high]
     transform = ax.get_yaxis_transform()  # x in axes fractions, y in data
     if ticks:
         ax.hlines(ticks, 0, 1, transform=transform, colors=GRID, lw=0.4, zorder=0)
     for t in ticks:
-        ax.text(-0.012, t, format_value(t, unit), transform=transform, ha="right", va="center", fontsize=7,
+        ax.text(-0.012, t, format_value(t, unit), transform=transform, ha="right", va="center", fontsize=7.5,
                 color=TICK)
 
 
@@ -206,9 +206,9 @@ def _x_axis(ax: Axes, low: float, high: float, ticks: Sequence[float], labels: S
     for i, (t, label) in enumerate(zip(ticks, labels)):
         # The outer labels of long axes align inwards, so that they stay inside the figure.
         ha = "center" if len(label) < 4 or 0 < i < len(ticks) - 1 else ("left" if i == 0 else "right")
-        ax.text(t, -0.05, label, transform=transform, ha=ha, va="top", fontsize=7, color=TICK)
+        ax.text(t, -0.05, label, transform=transform, ha=ha, va="top", fontsize=7.5, color=TICK)
     if title:
-        ax.text(1.0, -0.05, title, transform=ax.transAxes, ha="right", va="top", fontsize=7, color=TICK)
+        ax.text(1.0, -0.05, title, transform=ax.transAxes, ha="right", va="top", fontsize=7.5, color=TICK)
 
 
 def _title(ax: Axes, text: str) -> None:
@@ -219,9 +219,9 @@ def _title(ax: Axes, text: str) -> None:
 
 def _key(ax: Axes, current: str, reference: str) -> None:
     """A legend without matplotlib's legend (drawn as two texts)."""
-    ax.text(1.0, 1.04, f"● {current}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color=CURRENT)
+    ax.text(1.0, 1.04, f"● {current}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color=CURRENT)
     if reference:
-        ax.text(1.0, 1.2, f"□ {reference}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
+        ax.text(1.0, 1.2, f"□ {reference}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5,
                 color=REFERENCE)
 
 
@@ -240,8 +240,8 @@ def rounds_chart(current: Sequence[float], references: Sequence[Sequence[float]]
     _y_axis(ax, everything, "items/s")
     longest = max([len(current)] + [len(r) for r in references])
     ticks = _round_ticks(longest)
-    _x_axis(ax, 0.4, longest + 0.6, ticks, [str(t) for t in ticks], "round")
-    _title(ax, "throughput per round, items/s")
+    _x_axis(ax, 0.4, longest + 0.6, ticks, [str(t) for t in ticks])
+    _title(ax, "throughput of each round, items/s")
     _key(ax, "this run", reference_label if references else "")
     return to_svg(ax.figure)
 
@@ -299,8 +299,8 @@ def catalog_chart(effects: Sequence[EffectRow]) -> str | None:
     rows = [e for e in effects if e.ratio and e.value is not None and e.value > 0 and math.isfinite(e.value)]
     if not rows:
         return None
-    height = 0.5 + 0.4 * len(rows)
-    fig = _figure(height, 6.0)
+    height = 0.55 + 0.42 * len(rows)
+    fig = _figure(height)
     fig.subplots_adjust(left=0.03, right=0.97, top=1 - 0.08 / height, bottom=0.42 / height)
     ax = fig.add_subplot()
     ax.set_xscale("log")
@@ -315,7 +315,7 @@ def catalog_chart(effects: Sequence[EffectRow]) -> str | None:
     low, high = min(values) / 1.4, max(values) * 1.4
     for y, e in zip(ys, rows):
         assert e.value is not None
-        colour = REFERENCE if not e.gated else (PASS if e.passed else FAIL)
+        colour = {"pass": PASS, "FAIL": FAIL}.get(e.outcome, REFERENCE)  # grey: reported, or not judged
         if e.spread is not None:
             ax.plot([max(e.spread[0], low), e.spread[1]], [y, y], "-", color=colour, lw=3.0, alpha=0.3,
                     solid_capstyle="butt")
@@ -324,7 +324,7 @@ def catalog_chart(effects: Sequence[EffectRow]) -> str | None:
         ax.plot([e.value], [y], "o", ms=6, color=colour)
         if e.gated and e.min_effect is not None and e.min_effect > 0:
             ax.plot([e.min_effect], [y], "|", ms=12, mew=1.8, color="#24292f")
-        ax.text(low * 1.03, y + 0.22, f"{e.scenario}: {e.fix} vs {e.anti}  {e.value_text()}", fontsize=8,
+        ax.text(low * 1.03, y + 0.2, f"{e.scenario}: {e.fix} vs {e.anti}  {e.value_text()}", fontsize=8.5,
                 color="#24292f", va="bottom")
     ax.set_xlim(low, high)
     decades = [10.0 ** p for p in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]

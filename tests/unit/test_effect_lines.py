@@ -30,3 +30,10 @@ def test_missing_fields_are_tolerated() -> None:
     row = effect_row({"scenario": "x"})
     assert row.value is None and row.outcome == "not measured" and row.margin_text() == "-"
     assert effect_lines([]) == []
+
+
+def test_a_failure_the_catalog_did_not_judge_says_why() -> None:
+    busy = {**THROUGHPUT, "value": 0.9, "passed": False, "not_judged": "busy machine"}
+    header, row, footer = effect_lines([busy])
+    assert row.endswith("not judged: busy machine")
+    assert footer.startswith("0 of 0 gated comparison(s)")
