@@ -32,10 +32,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_tfperf.baseline_store import BaselineStore  # noqa: E402
-from pytest_tfperf.history import COLUMNS, HISTORY_FILE_NAME, history_rows  # noqa: E402
-from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings  # noqa: E402
-from pytest_tfperf.results_json import load_results, write_results  # noqa: E402
+from pytest_tfperf.baseline_store import BaselineStore
+from pytest_tfperf.history import COLUMNS, HISTORY_FILE_NAME, history_rows
+from pytest_tfperf.model import (
+    Environment,
+    Measurement,
+    MemoryPeak,
+    MemorySource,
+    Timings,
+)
+from pytest_tfperf.results_json import load_results, write_results
 
 RUNS = 50
 SLOW_FROM = 30

@@ -193,8 +193,9 @@ def _test_section(t: TestView) -> str:
              ("environment", f"<code>{_e(t.environment)}</code>")]
     if t.gpu_busy is not None:
         share = max(0.0, min(1.0, t.gpu_busy))
-        facts.append(("GPU busy", f'<span class="meter" title="{share:.0%}"><i style="width:{share * 100:.0f}%">'
-                                  f"</i></span> {share:.0%}"))
+        meter = (f'<span class="meter" title="{share:.0%}"><i style="width:{share * 100:.0f}%"></i></span> '
+                 f"{share:.0%}")
+        facts.append(("GPU busy", meter))
     parts = [f'<section class="test{" failed" if t.failed else ""}" id="{t.anchor}" data-test-id="{_e(t.test_id)}">',
              f"<h3>{_e(t.test_id)}</h3>",
              '<div class="facts">' + "".join(f"<span><b>{k}</b> {v}</span>" for k, v in facts) + "</div>"]

@@ -93,7 +93,8 @@ def _figure(height_in: float, width_in: float = _WIDTH_IN) -> Figure:
 _POOL: dict[tuple[object, ...], tuple[Figure, list[Axes]]] = {}
 
 
-def _canvas(key: tuple[object, ...], height_in: float, panels: int = 1, **adjust: float) -> list[Axes]:
+def _canvas(key: tuple[object, ...], height_in: float, panels: int = 1,
+            **adjust: float) -> tuple[Figure, list[Axes]]:
     found = _POOL.get(key)
     if found is None:
         fig = _figure(height_in)
@@ -102,11 +103,11 @@ def _canvas(key: tuple[object, ...], height_in: float, panels: int = 1, **adjust
         for ax in axes:
             ax.set_axis_off()
         _POOL[key] = (fig, axes)
-        return axes
+        return fig, axes
     for ax in found[1]:
         for artist in [*ax.lines, *ax.texts, *ax.patches, *ax.collections]:
             artist.remove()
-    return found[1]
+    return found
 
 
 def to_svg(fig: Figure) -> str:
@@ -231,7 +232,7 @@ def _round_ticks(longest: int) -> list[int]:
 
 def rounds_chart(current: Sequence[float], references: Sequence[Sequence[float]], reference_label: str) -> str:
     """Each round's throughput: this run's filled, the reference's hollow (one shade per reference run)."""
-    (ax,) = _canvas(("rounds",), 1.9, left=0.1, right=0.99, top=0.8, bottom=0.16)
+    fig, (ax,) = _canvas(("rounds",), 1.9, left=0.1, right=0.99, top=0.8, bottom=0.16)
     everything = list(current) + [v for r in references for v in r]
     for i, ref in enumerate(references):
         ax.plot(range(1, len(ref) + 1), ref, "s", ms=4.5, mfc="none", mec=REFERENCE, mew=0.9,
@@ -243,13 +244,13 @@ def rounds_chart(current: Sequence[float], references: Sequence[Sequence[float]]
     _x_axis(ax, 0.4, longest + 0.6, ticks, [str(t) for t in ticks])
     _title(ax, "throughput of each round, items/s")
     _key(ax, "this run", reference_label if references else "")
-    return to_svg(ax.figure)
+    return to_svg(fig)
 
 
 def memory_chart(series: Sequence[MemorySeries]) -> str:
     """Per-round peaks, one panel per memory source: this run filled, the reference hollow."""
     height = 0.3 + 1.1 * len(series)
-    axes = _canvas(("memory", len(series)), height, len(series), left=0.1, right=0.99, top=1 - 0.3 / height,
+    fig, axes = _canvas(("memory", len(series)), height, len(series), left=0.1, right=0.99, top=1 - 0.3 / height,
                    bottom=0.3 / height, hspace=0.8)
     for ax, s in zip(axes, series):
         for i, ref in enumerate(s.reference):
@@ -261,12 +262,12 @@ def memory_chart(series: Sequence[MemorySeries]) -> str:
         ticks = _round_ticks(longest)
         _x_axis(ax, 0.4, longest + 0.6, ticks, [str(t) for t in ticks])
         _title(ax, f"{s.name}, MiB")
-    return to_svg(axes[0].figure)
+    return to_svg(fig)
 
 
 def history_chart(h: MetricHistory) -> str:
     """One metric over the recorded runs: values, the baseline's level and band, refreshes marked."""
-    (ax,) = _canvas(("history",), 1.5, left=0.12, right=0.99, top=0.84, bottom=0.2)
+    fig, (ax,) = _canvas(("history",), 1.5, left=0.12, right=0.99, top=0.84, bottom=0.2)
     n = len(h.points)
     xs = list(range(n))
     ys = [p.value for p in h.points]
@@ -285,9 +286,9 @@ def history_chart(h: MetricHistory) -> str:
     _y_axis(ax, values, h.unit, include_zero=h.unit == "count")
     label = unit_label(h.unit)
     _title(ax, f"{h.metric}" + (f", {label}" if label else ""))
-    where = sorted({0, n - 1, *[int(round(i)) for i in nice_ticks(0, n - 1, 3)]} & set(range(n)))
+    where = sorted({0, n - 1, *[round(i) for i in nice_ticks(0, n - 1, 3)]} & set(range(n)))
     _x_axis(ax, -0.5, n - 0.5, where, [h.points[i].label for i in where])
-    return to_svg(ax.figure)
+    return to_svg(fig)
 
 
 def catalog_chart(effects: Sequence[EffectRow]) -> str | None:

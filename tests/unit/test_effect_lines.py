@@ -34,6 +34,6 @@ def test_missing_fields_are_tolerated() -> None:
 
 def test_a_failure_the_catalog_did_not_judge_says_why() -> None:
     busy = {**THROUGHPUT, "value": 0.9, "passed": False, "not_judged": "busy machine"}
-    header, row, footer = effect_lines([busy])
+    _, row, footer = effect_lines([busy])
     assert row.endswith("not judged: busy machine")
     assert footer.startswith("0 of 0 gated comparison(s)")

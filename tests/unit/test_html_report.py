@@ -7,16 +7,22 @@ import math
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from pytest_tfperf import html_report, plots, report_cli
+from pytest_tfperf import html_report, plots, report_cli, stats
 from pytest_tfperf.history import history_rows
-from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.model import (
+    Environment,
+    Measurement,
+    MemoryPeak,
+    MemorySource,
+    Timings,
+)
 from pytest_tfperf.report_model import Band, build_report, prediction_band
 from pytest_tfperf.results_json import write_results
 from pytest_tfperf.shards import load_shards
-from pytest_tfperf import stats
 
 ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")))
 HOSTILE = "t.py::test_x[<script>alert(\"1\")</script>-'q'-ünï☃]"
@@ -96,7 +102,7 @@ def test_failures_come_first_and_verdict_fields_are_read_tolerantly(tmp_path: Pa
 class Structure(HTMLParser):
     """Checks that non-void elements nest and close, and collects ids and data-plot values."""
 
-    VOID = {"meta", "br", "img", "hr", "input", "link", "path", "use", "rect", "stop", "circle", "line",
+    VOID: ClassVar[set[str]] = {"meta", "br", "img", "hr", "input", "link", "path", "use", "rect", "stop", "circle", "line",
             "polyline", "polygon", "ellipse"}
 
     def __init__(self) -> None:
@@ -184,3 +190,14 @@ def test_ticks_stay_few_and_finite_for_flat_and_huge_series() -> None:
     flat = plots.nice_ticks(1e12, 1e12 + 1e-3, 4)
     assert 1 <= len(flat) <= 9
     assert plots.nice_ticks(5, 5) == [5]
+
+
+def test_gpu_busy_fraction_is_shown_where_a_probe_recorded_it(tmp_path: Path) -> None:
+    import dataclasses
+
+    busy = dataclasses.replace(measurement("t.py::test_gpu"), extra_metrics=(("gpu_busy_fraction", 0.43),))
+    path = write_results(tmp_path / "r.json", ENV, [busy, measurement("t.py::test_cpu")])
+    report = build_report(load_shards([path]))
+    assert {t.test_id: t.gpu_busy for t in report.tests} == {"t.py::test_gpu": 0.43, "t.py::test_cpu": None}
+    page = html_report.render_html(report)
+    assert page.count("<b>GPU busy</b>") == 1 and 'style="width:43%"' in page
