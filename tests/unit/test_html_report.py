@@ -201,3 +201,26 @@ def test_gpu_busy_fraction_is_shown_where_a_probe_recorded_it(tmp_path: Path) ->
     assert {t.test_id: t.gpu_busy for t in report.tests} == {"t.py::test_gpu": 0.43, "t.py::test_cpu": None}
     page = html_report.render_html(report)
     assert page.count("<b>GPU busy</b>") == 1 and 'style="width:43%"' in page
+
+
+class Paired:
+    """An outcome as the session keeps it, with what its paired verdict compared with."""
+
+    def __init__(self, measurement: Measurement, baseline: str, reference: Measurement | None = None) -> None:
+        self.measurement, self.verdict, self.baseline, self.reference = measurement, verdict("unchanged"), baseline, \
+            reference
+
+
+def test_rounds_are_drawn_against_the_partner_or_the_reference_variant(tmp_path: Path) -> None:
+    ours, theirs = measurement("t.py::test_a"), measurement("t.py::test_a", speed=0.9)
+    anti, fix = measurement("t.py::test_v[case-anti]", 0.5), measurement("t.py::test_v[case-fix]")
+    path = write_results(tmp_path / "r.json", ENV, [Paired(ours, "measured beside origin/main", theirs),
+                                                    Paired(fix, "paired with 'anti'"), Paired(anti, "")])
+    views = {t.test_id: t for t in build_report(load_shards([path])).tests}
+    partner = views["t.py::test_a"]
+    assert partner.reference_label == "measured beside origin/main"
+    assert partner.rounds_reference == (theirs.timings.round_throughputs_per_s,)
+    variant = views["t.py::test_v[case-fix]"]
+    assert variant.reference_label == "variant 'anti'"
+    assert variant.rounds_reference == (anti.timings.round_throughputs_per_s,)
+    assert views["t.py::test_v[case-anti]"].rounds_reference == ()
