@@ -246,7 +246,7 @@ def _render(report: Report) -> str:
     if no_verdict:
         chips += f"<span>{no_verdict} without verdict</span>"
     environments = "; ".join(
-        f"<code>{_e(fp)}</code> (" + _e(", ".join(f"{k}={v}" for k, v in hard if k in _SHOWN_KEYS)) + ")"
+        f"<code>{_e(fp)}</code> (" + _e(", ".join(f"{k} {v}" for k, v in hard if k in _SHOWN_KEYS)) + ")"
         for fp, hard in report.environments)
     parts = [
         "<!DOCTYPE html>",
@@ -273,8 +273,8 @@ def _render(report: Report) -> str:
     return "\n".join(parts) + "\n"
 
 
-_SHOWN_KEYS = ("cpu_model", "cpu_count", "logical_cores", "gpu", "gpu_name", "device", "tensorflow", "tf_version",
-               "python")
+# The environment keys a reader recognises a machine by (the fingerprint covers them all).
+_SHOWN_KEYS = ("cpu.model", "cpu.cores", "gpu.models", "tensorflow", "python")
 
 
 def write_html(path: str | Path, report: Report) -> Path:

@@ -19,8 +19,8 @@ from typing import TextIO
 
 from pytest_tfperf.baseline_store import BaselineStore
 from pytest_tfperf.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows
-from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.report_model import Report, build_report
+from pytest_tfperf.model import Environment
+from pytest_tfperf.report_model import BaselineFigures, Report, build_report
 from pytest_tfperf.results_json import results_from_dict
 from pytest_tfperf.serialization import JsonDict, StorageError, utc_timestamp
 from pytest_tfperf.shards import ShardedResults, ShardError, load_shards, merge_results
@@ -29,17 +29,29 @@ EXIT_OK = 0
 EXIT_ERROR = 2
 
 
-def baseline_runs(store: BaselineStore, test_id: str, environment: Environment) -> tuple[list[Measurement], list[str]]:
-    """The stored baseline's runs of one test in one environment, and when each was recorded.
+def baseline_figures(store: BaselineStore, test_id: str, environment: Environment) -> BaselineFigures:
+    """What the stored baseline of one test in one environment holds: the one place that reads it.
 
-    The one place that knows how a baseline holds its runs: today one
-    measurement per environment; with several runs per baseline (issue #9),
-    return them all here and the report draws their band.
+    Baselines that keep a summary of each of their runs (``runs``, several
+    processes per refresh) give each metric one value per run, hence a band;
+    older ones have one measurement: a level, no band.
     """
     match = store.load(test_id, environment)
-    if match.baseline is None:
-        return [], []
-    return [match.baseline.measurement], [match.baseline.recorded_at]
+    stored = match.baseline
+    if stored is None:
+        return BaselineFigures()
+    runs = getattr(stored, "runs", ())
+    if not runs:
+        return BaselineFigures.from_measurements([stored.measurement], [stored.recorded_at])
+    values: dict[str, list[float]] = {"throughput_per_s": [float(r.throughput_per_s) for r in runs]}
+    for run in runs:
+        for metric, added in getattr(run, "memory_added_bytes", ()):
+            values.setdefault(f"added_{metric}", []).append(float(added))
+    steady = [float(r.traces_steady) for r in runs if getattr(r, "traces_steady", None) is not None]
+    if steady:
+        values["traces_steady"] = steady
+    return BaselineFigures((stored.measurement,), {k: tuple(v) for k, v in values.items()},
+                           tuple(str(r.recorded_at) for r in runs))
 
 
 def gather(results: ShardedResults, baseline_dir: str | Path | None, *, title: str = "pytest-tfperf report",
@@ -50,8 +62,7 @@ def gather(results: ShardedResults, baseline_dir: str | Path | None, *, title: s
     not the report (the gate already said so when it ran).
     """
     history: list[HistoryRow] = []
-    runs: dict[str, list[Measurement]] = {}
-    times: dict[str, list[str]] = {}
+    baselines: dict[str, BaselineFigures] = {}
     if baseline_dir is not None:
         directory = Path(baseline_dir)
         path = directory / HISTORY_FILE_NAME
@@ -61,10 +72,10 @@ def gather(results: ShardedResults, baseline_dir: str | Path | None, *, title: s
             store = BaselineStore(directory)
             for test_id, entry in results.tests.items():
                 try:
-                    runs[test_id], times[test_id] = baseline_runs(store, test_id, entry.environment)
+                    baselines[test_id] = baseline_figures(store, test_id, entry.environment)
                 except StorageError:
                     continue
-    return build_report(results, history, runs, times, title=title,
+    return build_report(results, history, baselines, title=title,
                         generated_at=generated_at if generated_at is not None else utc_timestamp(None))
 
 

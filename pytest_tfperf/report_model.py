@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -81,11 +81,35 @@ def prediction_band(values: Sequence[float], confidence: float = BAND_CONFIDENCE
 
 
 @dataclass(frozen=True, slots=True)
+class BaselineFigures:
+    """What the stored baseline of one test holds, as the report needs it.
+
+    ``measurements``: runs whose rounds are drawn beside this run's;
+    ``values``: metric (as history.csv names it) -> its value in each of the
+    baseline's runs, for the level and band; ``recorded_at``: when each run was
+    recorded. ``report_cli.baseline_figures`` fills it from the baseline store.
+    """
+
+    measurements: tuple[Measurement, ...] = ()
+    values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    recorded_at: tuple[str, ...] = ()
+
+    @classmethod
+    def from_measurements(cls, measurements: Sequence[Measurement], recorded_at: Sequence[str] = ()) -> BaselineFigures:
+        values: dict[str, list[float]] = {}
+        for run in measurements:
+            for metric, value, _ in measurement_metrics(run):
+                values.setdefault(metric, []).append(value)
+        return cls(tuple(measurements), {k: tuple(v) for k, v in values.items()}, tuple(recorded_at))
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryPoint:
     run_id: str
     recorded_at: str
     git_commit: str
     value: float
+    kind: str = ""  # "refresh" or "record" where the history says (HistoryRow.kind), else unknown
 
     @property
     def label(self) -> str:
@@ -247,7 +271,7 @@ def _sibling(test_id: str, variant: str, known: Mapping[str, ShardedTest]) -> st
 
 
 def _reference(entry: ShardedTest, results: ShardedResults,
-               baseline_runs: Sequence[Measurement]) -> tuple[tuple[Measurement, ...], str]:
+               baseline: BaselineFigures) -> tuple[tuple[Measurement, ...], str]:
     if entry.reference is not None:
         return (entry.reference,), entry.compared_with or "the other version"
     found = re.match(r"paired with '(.+)'$", entry.compared_with)
@@ -255,19 +279,20 @@ def _reference(entry: ShardedTest, results: ShardedResults,
         sibling = _sibling(entry.test_id, found.group(1), results.tests)
         m = results.measurement(sibling) if sibling else None
         return ((m,) if m is not None else ()), f"variant '{found.group(1)}'"
-    if baseline_runs:
-        runs = len(baseline_runs)
-        return tuple(baseline_runs), "stored baseline" + (f" ({runs} runs)" if runs > 1 else "")
+    if baseline.measurements:
+        runs = max(len(baseline.recorded_at), len(baseline.measurements))
+        return baseline.measurements, "stored baseline" + (f" ({runs} runs)" if runs > 1 else "")
     return (), ""
 
 
 def is_refresh(point: HistoryPoint, baseline_times: Sequence[datetime]) -> bool:
-    """Whether a history run refreshed the baseline: it was recorded beside one of the baseline's runs.
+    """Whether a history run refreshed the baseline.
 
-    Only the current baseline's refresh can be recognised: an older one left
-    no trace that history.csv keeps. (If the history gains a column saying
-    which runs refreshed, read it here.)
+    The row's own kind when the history records it; otherwise, a run recorded
+    beside one of the current baseline's runs (older refreshes left no trace).
     """
+    if point.kind:
+        return point.kind == "refresh"
     when = _parse_time(point.recorded_at)
     return when is not None and any(abs((when - t).total_seconds()) <= REFRESH_WINDOW_S for t in baseline_times)
 
@@ -281,44 +306,41 @@ def _parse_time(text: str) -> datetime | None:
 
 def _history_order(metrics: Iterable[str]) -> list[str]:
     present = set(metrics) - _SKIPPED
+    # Where the history has what a round added above its start (what the memory gate compares), that
+    # is drawn rather than the absolute peak.
+    present -= {m for m in present if f"added_{m}" in present}
     middle = sorted(m for m in present if m not in _HISTORY_FIXED and m not in _HISTORY_LAST)
     return ([m for m in _HISTORY_FIXED if m in present] + middle + [m for m in _HISTORY_LAST if m in present])
 
 
-def metric_histories(rows: Sequence[HistoryRow], baseline_runs: Sequence[Measurement],
-                     baseline_times: Sequence[str] = ()) -> tuple[MetricHistory, ...]:
+def metric_histories(rows: Sequence[HistoryRow], baseline: BaselineFigures | None = None) -> tuple[MetricHistory, ...]:
     """One test's history (rows of one environment), metric by metric, with the baseline's band."""
+    baseline = baseline or BaselineFigures()
     by_metric: dict[str, dict[str, HistoryRow]] = {}
     for row in rows:
         by_metric.setdefault(row.metric, {})[row.run_id] = row  # a run recorded twice keeps its last row
-    baseline_values: dict[str, list[float]] = {}
-    for run in baseline_runs:
-        for metric, value, _ in measurement_metrics(run):
-            baseline_values.setdefault(metric, []).append(value)
-    times = [t for t in (_parse_time(s) for s in baseline_times) if t is not None]
+    times = [t for t in (_parse_time(s) for s in baseline.recorded_at) if t is not None]
     out = []
     for metric in _history_order(by_metric):
         ordered = sorted(by_metric[metric].values(), key=lambda r: (r.recorded_at, r.run_id))
-        points = tuple(HistoryPoint(r.run_id, r.recorded_at, r.git_commit, r.value) for r in ordered)
-        refreshes = tuple(i for i, p in enumerate(points) if times and is_refresh(p, times))
-        out.append(MetricHistory(metric, ordered[-1].unit, points, prediction_band(baseline_values.get(metric, [])),
-                                 refreshes))
+        points = tuple(HistoryPoint(r.run_id, r.recorded_at, r.git_commit, r.value, str(getattr(r, "kind", "")))
+                       for r in ordered)
+        refreshes = tuple(i for i, p in enumerate(points) if is_refresh(p, times))
+        out.append(MetricHistory(metric, ordered[-1].unit, points,
+                                 prediction_band(baseline.values.get(metric, ())), refreshes))
     return tuple(out)
 
 
 def build_report(
     results: ShardedResults,
     history: Sequence[HistoryRow] = (),
-    baseline_runs: Mapping[str, Sequence[Measurement]] | None = None,
-    baseline_times: Mapping[str, Sequence[str]] | None = None,
+    baselines: Mapping[str, BaselineFigures] | None = None,
     *,
     title: str = "pytest-tfperf report",
     generated_at: str = "",
 ) -> Report:
-    """The report's data. ``baseline_runs``: test id -> the stored baseline's runs for its environment;
-    ``baseline_times``: test id -> when they were recorded (to mark refreshes in the history)."""
-    baseline_runs = baseline_runs or {}
-    baseline_times = baseline_times or {}
+    """The report's data. ``baselines``: test id -> what its stored baseline holds for its environment."""
+    baselines = baselines or {}
     rows_by_test: dict[tuple[str, str], list[HistoryRow]] = {}
     for row in history:
         rows_by_test.setdefault((row.test_id, row.fingerprint), []).append(row)
@@ -329,8 +351,8 @@ def build_report(
         m = entry.measurement
         verdict = entry.verdict
         throughput = _throughput_verdict(verdict)
-        runs = tuple(baseline_runs.get(test_id, ()))
-        references, reference_label = _reference(entry, results, runs)
+        figures = baselines.get(test_id, BaselineFigures())
+        references, reference_label = _reference(entry, results, figures)
         ci_low, ci_high = (as_float(throughput.get("ci_low")), as_float(throughput.get("ci_high"))) \
             if throughput else (None, None)
         mine = _memory_rounds(m) if m is not None else {}
@@ -358,8 +380,7 @@ def build_report(
             memory=tuple(MemorySeries(name, values, tuple(t[name] for t in theirs if name in t))
                          for name, values in mine.items()),
             gpu_busy=gpu_busy_fraction(m) if m is not None else None,
-            history=metric_histories(rows_by_test.get((test_id, fingerprint), []), runs,
-                                     baseline_times.get(test_id, ())),
+            history=metric_histories(rows_by_test.get((test_id, fingerprint), []), figures),
             environment=fingerprint,
             source=entry.source,
         ))

@@ -224,3 +224,32 @@ def test_rounds_are_drawn_against_the_partner_or_the_reference_variant(tmp_path:
     assert variant.reference_label == "variant 'anti'"
     assert variant.rounds_reference == (anti.timings.round_throughputs_per_s,)
     assert views["t.py::test_v[case-anti]"].rounds_reference == ()
+
+
+def test_baselines_with_several_runs_give_a_band_and_history_kinds_mark_refreshes() -> None:
+    from types import SimpleNamespace
+
+    from pytest_tfperf.history import HistoryRow
+    from pytest_tfperf.report_model import BaselineFigures, metric_histories
+
+    runs = [SimpleNamespace(throughput_per_s=v, memory_added_bytes=(("peak_tf_allocator[CPU:0]", 2**20),),
+                            traces_steady=0, recorded_at=f"2026-11-0{i + 1}T00:00:00Z")
+            for i, v in enumerate((100.0, 104.0, 98.0, 101.0, 99.0))]
+    stored = SimpleNamespace(measurement=measurement("t::a"), recorded_at="2026-11-01T00:00:00Z", runs=tuple(runs))
+    store = SimpleNamespace(load=lambda test_id, env: SimpleNamespace(baseline=stored))
+    figures = report_cli.baseline_figures(store, "t::a", ENV)  # type: ignore[arg-type]
+    assert figures.values["throughput_per_s"] == (100.0, 104.0, 98.0, 101.0, 99.0)
+    assert figures.values["added_peak_tf_allocator[CPU:0]"] == (2**20,) * 5 and len(figures.recorded_at) == 5
+
+    rows = []
+    for i, (value, kind) in enumerate(((100.0, "refresh"), (103.0, "record"), (97.0, "record"))):
+        for metric in ("throughput_per_s", "peak_tf_allocator[CPU:0]", "added_peak_tf_allocator[CPU:0]"):
+            row = HistoryRow(f"2026-11-1{i}T00:00:00Z", f"r{i}-{kind}", "t::a", metric, value, "", ENV.fingerprint,
+                             "0.1.0", "")
+            rows.append(SimpleNamespace(**{f: getattr(row, f) for f in row.__slots__}, kind=kind))
+    histories = {h.metric: h for h in metric_histories(rows, figures)}  # type: ignore[arg-type]
+    assert set(histories) == {"throughput_per_s", "added_peak_tf_allocator[CPU:0]"}  # added beats absolute
+    throughput = histories["throughput_per_s"]
+    assert throughput.refreshes == (0,)
+    assert throughput.band is not None and throughput.band.low is not None and throughput.band.runs == 5
+    assert BaselineFigures.from_measurements([measurement("t::a")]).values["traces_steady"] == (0.0,)
