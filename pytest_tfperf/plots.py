@@ -16,6 +16,8 @@ render in seconds and weigh under 2 MB:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import html
 import io
 import itertools
 import math
@@ -79,6 +81,7 @@ def style() -> Iterator[None]:
             yield
         finally:
             _POOL.clear()
+            _LABELS.clear()
 
 
 def _figure(height_in: float, width_in: float = _WIDTH_IN) -> Figure:
@@ -103,11 +106,53 @@ def _canvas(key: tuple[object, ...], height_in: float, panels: int = 1,
         for ax in axes:
             ax.set_axis_off()
         _POOL[key] = (fig, axes)
+        _LABELS[id(fig)] = []
         return fig, axes
     for ax in found[1]:
         for artist in [*ax.lines, *ax.texts, *ax.patches, *ax.collections]:
             artist.remove()
+    _LABELS[id(found[0])] = []
     return found
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Label:
+    """A text the browser draws: placed by matplotlib's transform, written into the SVG as ``<text>``."""
+
+    transform: Any  # matplotlib Transform: (x, y) -> display pixels
+    x: float
+    y: float
+    text: str
+    anchor: str  # start, middle, end
+    baseline: str  # central, hanging, auto (alphabetic)
+    size: float  # pt
+    colour: str
+
+
+# Labels of the reused figures, by figure. matplotlib lays each text out with the font's metrics
+# before it draws (most of a small chart's remaining time, profiled); the browser does that for free.
+_LABELS: dict[int, list[_Label]] = {}
+
+
+def _label(ax: Axes, transform: Any, x: float, y: float, text: str, anchor: str = "start",
+           baseline: str = "auto", size: float = 7.5, colour: str = "#57606a") -> None:
+    _LABELS.setdefault(id(ax.figure), []).append(_Label(transform, x, y, text, anchor, baseline, size, colour))
+
+
+def _labels_svg(fig: Figure) -> str:
+    labels = _LABELS.pop(id(fig), [])
+    if not labels:
+        return ""
+    scale = 72.0 / fig.dpi  # display pixels -> SVG points (matplotlib writes SVG at 72 units per inch)
+    height = fig.get_figheight() * 72.0
+    out = ['<g class="labels" font-family="sans-serif">']
+    for lab in labels:
+        px, py = lab.transform.transform((lab.x, lab.y))
+        out.append(f'<text x="{px * scale:.1f}" y="{height - py * scale:.1f}" font-size="{lab.size:g}" '
+                   f'fill="{lab.colour}" text-anchor="{lab.anchor}" dominant-baseline="{lab.baseline}">'
+                   f"{html.escape(lab.text)}</text>")
+    out.append("</g>")
+    return "".join(out)
 
 
 def to_svg(fig: Figure) -> str:
@@ -116,6 +161,9 @@ def to_svg(fig: Figure) -> str:
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
+    labels = _labels_svg(fig)
+    if labels:
+        text = text.replace("</svg>", labels + "</svg>", 1)
     prefix = f"f{next(_counter)}-"
     text = _ID.sub(lambda m: m.group(1) + prefix + m.group(2), text)
     # Scale with the page: the viewBox keeps the proportions; CSS sets the width.
@@ -192,8 +240,7 @@ def _y_axis(ax: Axes, values: Sequence[float], unit: str, *, include_zero: bool 
     if ticks:
         ax.hlines(ticks, 0, 1, transform=transform, colors=GRID, lw=0.4, zorder=0)
     for t in ticks:
-        ax.text(-0.012, t, format_value(t, unit), transform=transform, ha="right", va="center", fontsize=7.5,
-                color=TICK)
+        _label(ax, transform, -0.012, t, format_value(t, unit), "end", "central")
 
 
 _SCALES = {"bytes": float(2**20), "ns": 1e6}
@@ -206,24 +253,23 @@ def _x_axis(ax: Axes, low: float, high: float, ticks: Sequence[float], labels: S
     transform = ax.get_xaxis_transform()  # x in data, y in axes fractions
     for i, (t, label) in enumerate(zip(ticks, labels)):
         # The outer labels of long axes align inwards, so that they stay inside the figure.
-        ha = "center" if len(label) < 4 or 0 < i < len(ticks) - 1 else ("left" if i == 0 else "right")
-        ax.text(t, -0.05, label, transform=transform, ha=ha, va="top", fontsize=7.5, color=TICK)
+        anchor = "middle" if len(label) < 4 or 0 < i < len(ticks) - 1 else ("start" if i == 0 else "end")
+        _label(ax, transform, t, -0.05, label, anchor, "hanging")
     if title:
-        ax.text(1.0, -0.05, title, transform=ax.transAxes, ha="right", va="top", fontsize=7.5, color=TICK)
+        _label(ax, ax.transAxes, 1.0, -0.05, title, "end", "hanging")
 
 
 def _title(ax: Axes, text: str) -> None:
     # A text, not ax.set_title: placing a title measures the (hidden) axis's tick labels, which was
     # over half of the drawing time (profiled).
-    ax.text(0.0, 1.04, text, transform=ax.transAxes, ha="left", va="bottom", fontsize=8, color="#24292f")
+    _label(ax, ax.transAxes, 0.0, 1.04, text, size=8, colour="#24292f")
 
 
 def _key(ax: Axes, current: str, reference: str) -> None:
     """A legend without matplotlib's legend (drawn as two texts)."""
-    ax.text(1.0, 1.04, f"● {current}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color=CURRENT)
+    _label(ax, ax.transAxes, 1.0, 1.04, f"● {current}", "end", colour=CURRENT)
     if reference:
-        ax.text(1.0, 1.2, f"□ {reference}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5,
-                color=REFERENCE)
+        _label(ax, ax.transAxes, 1.0, 1.2, f"□ {reference}", "end", colour=REFERENCE)
 
 
 def _round_ticks(longest: int) -> list[int]:
