@@ -67,8 +67,7 @@ def test_a_page_without_the_markers_is_refused(table, tmp_path: Path) -> None:  
         table.write_into(page, "| new |\n")
 
 
-def test_doc_without_a_path_writes_the_table_into_docs_catalog(table, tmp_path: Path, monkeypatch,  # noqa: ANN001
-                                                              capsys) -> None:  # noqa: ANN001
+def test_doc_without_a_path_writes_the_table_into_docs_catalog(table, tmp_path: Path, monkeypatch, capsys) -> None:
     effects = tmp_path / "effects.jsonl"
     effects.write_text(json.dumps(_row("retracing", "traces", 1.0)) + "\n")
     page = tmp_path / "docs" / "catalog.md"
@@ -84,7 +83,7 @@ def test_doc_without_a_path_writes_the_table_into_docs_catalog(table, tmp_path: 
     capsys.readouterr()
 
 
-def test_the_repository_catalog_page_holds_the_table_block(table) -> None:  # noqa: ANN001
+def test_the_repository_catalog_page_holds_the_table_block(table) -> None:
     text = (SCRIPT.parents[1] / table.DEFAULT_DOC).read_text(encoding="utf-8")
     assert text.count(table.START_MARKER) == 1 and text.count(table.END_MARKER) == 1
     assert text.index(table.START_MARKER) < text.index(table.END_MARKER)
