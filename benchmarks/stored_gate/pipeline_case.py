@@ -111,6 +111,8 @@ def main() -> int:
     (work / "test_pipeline.py").write_text(TEST)
     record: dict = {"refresh": pytest_run(work, "--tfperf-update"), "aa": [], "sequential": []}
     print("refresh:", record["refresh"]["returncode"], f"{record['refresh']['seconds']:.0f} s", flush=True)
+    if record["refresh"]["returncode"] != 0:
+        print("\n".join(record["refresh"]["tail"]), flush=True)
     for _ in range(args.aa):
         record["aa"].append(pytest_run(work))
         print("A/A:", record["aa"][-1]["returncode"], record["aa"][-1]["tests"], flush=True)
