@@ -215,6 +215,7 @@ def _overall(metrics: Sequence[MetricVerdict]) -> Status:
             return status
     return Status.UNAVAILABLE
 
+
 def _unavailable(name: str, unit: str, direction: Direction, message: str) -> MetricVerdict:
     return MetricVerdict(
         metric=name,
