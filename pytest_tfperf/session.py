@@ -578,8 +578,12 @@ class TfPerfSession:
         if self.config.runs > 1:
             # The same command again in fresh processes, one after the other: the baseline learns how far
             # this machine's figures move between processes, which one process's rounds cannot show.
-            extra = run_extra_processes(self.config.runs - 1, self.invocation_args, Path(self.invocation[0]),
-                                        timeout_s=None)
+            invocation_dir, positional = self.invocation
+            # Absolute node ids: the extra processes run exactly the tests this one measured.
+            node_ids = sorted({_absolute_node_id(o.item_id, self.rootdir) for o in self.outcomes
+                               if o.item_id and o.measurement.timings.iterations > 1})
+            extra = run_extra_processes(self.config.runs - 1, self.invocation_args, Path(invocation_dir),
+                                        timeout_s=None, positional=positional, node_ids=node_ids)
             self._written += [f"refresh run {f}" for f in extra.failures]
         commit = current_git_commit(self.rootdir)
         saved = self.store().save(
@@ -647,6 +651,11 @@ class TfPerfSession:
             return None
         self.failures.append(failure)
         return failure.message
+
+
+def _absolute_node_id(node_id: str, rootdir: str) -> str:
+    path, separator, rest = node_id.partition("::")
+    return (path if os.path.isabs(path) else os.path.join(rootdir, path)) + separator + rest
 
 
 def _by_process(runs: dict[str, list[Measurement]]) -> list[list[Measurement]]:
