@@ -37,6 +37,9 @@ INPUT_BOUND_METRIC = "input_bound_fraction"
 DATASET_ALONE_METRIC = "dataset_alone_elements_per_s"
 STEP_ALONE_METRIC = "step_alone_elements_per_s"
 MEMORY_GROWTH_METRIC = "memory_growth_bytes_per_iteration"
+# A prefetching pipeline at least this many times as fast alone as the step
+# alone is not what the step waits for (see ``_contention``).
+CONTENTION_HEADROOM = 3.0
 RESTART_METRIC = "epoch_restart_fraction"  # share of the measured time spent restarting a finite dataset
 
 Extras = tuple[tuple[str, float], ...]
@@ -116,7 +119,15 @@ def input_bound(raw: RawRun) -> tuple[Diagnosis, float]:
     """
     w = _waits(raw)
     fraction = w.fraction
-    if fraction >= HIGHLY_INPUT_BOUND:
+    split = raw.input_split
+    headroom = None
+    if split is not None:
+        step_rate = _elements_per_s(split.step_alone)
+        if step_rate > 0 and math.isfinite(step_rate):
+            headroom = _back_to_back_per_s(split.dataset_alone) / step_rate
+    if fraction >= MODERATELY_INPUT_BOUND and _contention(headroom, raw.pipeline):
+        words, severity = "waits for data, but not input-bound", "info"
+    elif fraction >= HIGHLY_INPUT_BOUND:
         words, severity = "highly input-bound", "warning"
     elif fraction >= MODERATELY_INPUT_BOUND:
         words, severity = "moderately input-bound", "warning"
@@ -132,7 +143,6 @@ def input_bound(raw: RawRun) -> tuple[Diagnosis, float]:
         ("together_elements_per_s", together),
     ]
     summary = f"{words}: {fraction:.0%} of each step waits for data"
-    split = raw.input_split
     if split is not None and split.handover_ns:
         summary += (f" beyond the {w.floor_ms:.2f} ms it takes to hand over an element already made "
                     f"({w.raw_fraction:.0%} with it)")
@@ -141,13 +151,37 @@ def input_bound(raw: RawRun) -> tuple[Diagnosis, float]:
         figures += [(DATASET_ALONE_METRIC, dataset), (STEP_ALONE_METRIC, step)]
         summary += (f"; the dataset alone delivers {_rate(dataset)} elements/s, the step alone {_rate(step)}, "
                     f"the two together {_rate(together)}")
-        summary += _input_hint(fraction, dataset, step, raw.pipeline)
+        if severity == "info" and fraction >= MODERATELY_INPUT_BOUND and headroom is not None:
+            summary += (f". The pipeline alone is {headroom:,.0f}x as fast as the step and prefetches "
+                        f"({raw.pipeline.describe() if isinstance(raw.pipeline, PipelineShape) else ''}): "
+                        "nothing in it is slow; its threads and the step compete for the same cores "
+                        "(a busy or small machine), which no pipeline change fixes")
+        else:
+            summary += _input_hint(fraction, dataset, step, raw.pipeline)
+        if headroom is not None:
+            figures.append(("dataset_headroom_ratio", headroom))
     else:
         summary += f" ({w.wait_ms:.2f} ms waiting, {w.step_ms:.2f} ms in the step, per iteration)"
         summary += _input_hint(fraction, None, None, raw.pipeline)
     if w.restarts:
         summary += f" (epoch restarts left out: {w.restarts} in the measured rounds, reported apart)"
     return Diagnosis(kind="input_bound", severity=severity, summary=summary, figures=tuple(figures)), fraction
+
+
+def _contention(headroom: float | None, shape: object) -> bool:
+    """A wait the pipeline cannot be blamed for: it prefetches, and alone it is far faster than the step.
+
+    On a 2-core machine shared with other processes the prefetching threads
+    of a pipeline 50x faster than its step still leave the step waiting
+    2-7 ms a pull (12-15% measured on the real-model suite under a load of
+    6-9), because they get no core while the step and the other processes
+    hold both. The wait is real and stays in ``input_bound_fraction`` for a
+    budget; the diagnosis does not call it input-bound, since no change to
+    the pipeline would remove it.
+    """
+    if headroom is None or headroom < CONTENTION_HEADROOM:
+        return False
+    return isinstance(shape, PipelineShape) and (shape.prefetches or shape.prefetch_injected)
 
 
 def epoch_restarts(raw: RawRun) -> Diagnosis | None:
@@ -216,8 +250,9 @@ def _input_hint(fraction: float, dataset_per_s: float | None, step_per_s: float 
 
 
 def _elements_per_s(t: Timings) -> float:
+    """Items per second at the median iteration (an iteration of a batched dataset is many elements)."""
     med = t.median_ns
-    return math.inf if med == 0 else 1e9 / med
+    return math.inf if med == 0 else t.items_per_iteration * 1e9 / med
 
 
 def _back_to_back_per_s(t: Timings) -> float:

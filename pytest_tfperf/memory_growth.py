@@ -65,9 +65,13 @@ PERSISTENCE = 0.5
 # Measuring longer before accusing: at least this many untimed iterations,
 # and as many again as were measured, within the time below.
 CONFIRM_MIN_ITERATIONS = 100
-CONFIRM_MIN_S = 10.0
+CONFIRM_MIN_S = 15.0
 CONFIRM_BUDGET_MULTIPLE = 5.0
 CONFIRM_READINGS = 32
+# The confirming run is read as this many rounds, so that "steady" (most
+# rounds grow on their own) means the same there as in the timed rounds:
+# Keras's allocator creep comes in steps that leave most segments flat.
+CONFIRM_SEGMENTS = 4
 
 
 class MemoryReader(Protocol):

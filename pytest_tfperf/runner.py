@@ -348,16 +348,21 @@ def _confirm_growth(st: _VariantState, settings: RunSettings, sync: Callable[[],
     progress.phase = "measuring longer to confirm memory growth" + (f" of '{st.label}'" if st.label else "")
     progress.typical_ns = st.typical_ns
     done = 0
+    segment_length = max(1, -(-target // memory_growth.CONFIRM_SEGMENTS))
     growth.record(measured, round_index)
     while done < target and clock() < deadline:
-        for _ in range(min(chunk, target - done)):
+        segment = done // segment_length
+        for _ in range(min(chunk, target - done, segment_length * (segment + 1) - done)):
             progress.iteration_started_ns = clock()
             _one_iteration(st.workload, sync, None, st.iteration_index, None, progress)
             st.iteration_index += 1
             done += 1
         if progress.abandoned:
             raise Abandoned
-        growth.record(measured + done, round_index)
+        growth.record(measured + done, round_index + segment)
+        if done % segment_length == 0 and done < target:
+            # The next segment's first reading: the same moment, in its own round.
+            growth.record(measured + done, round_index + segment + 1)
     progress.iteration_started_ns = 0
     growth.confirmation_iterations = done
 

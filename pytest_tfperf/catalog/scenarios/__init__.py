@@ -20,6 +20,7 @@ MODULES = (
     "oversized_batch",
     "eager_memory_growth",
     "retracing",
+    "keras_retracing",
     "numerical_instability",
     "thread_starvation",
     "gpu_memory_config",
