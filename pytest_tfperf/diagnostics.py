@@ -344,6 +344,14 @@ def _settled(v: memory_growth.GrowthVerdict, floor_bytes: float) -> str:
         text = f"{v.label} {late}"
     if v.persistent and v.metric_bytes_per_iteration > 0:
         text += f", steady but below the {_kib(floor_bytes)} per iteration taken for a leak"
+    elif v.late.significant and v.late.slope_bytes_per_iteration >= floor_bytes:
+        # Growth the data supports, yet not a leak: say which test it failed.
+        if not v.late.steady:
+            text += (f", but in only {v.late.rounds_growing} of {v.late.rounds} rounds of the later half: "
+                     "steps, not a steady leak")
+        elif v.early is not None:
+            text += (f", slowing down from {_signed_kib(v.early.slope_bytes_per_iteration)} per iteration in the "
+                     "earlier half: warm-up, not a leak")
     return text
 
 

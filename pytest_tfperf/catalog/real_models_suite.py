@@ -59,7 +59,7 @@ def _own_trace_counts(w: RealWorkload) -> dict[str, int]:
     out: dict[str, int] = {}
     for model in w.models:
         for fn in keras_step_functions(model):
-            name = getattr(fn, "__name__", None) or getattr(fn, "_name", "?")
+            name = str(getattr(fn, "__name__", None) or getattr(fn, "_name", "?"))
             out[name] = out.get(name, 0) + int(fn.experimental_get_tracing_count())  # type: ignore[attr-defined]
     return out
 

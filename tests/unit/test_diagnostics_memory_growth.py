@@ -255,3 +255,10 @@ def test_the_budget_and_the_diagnosis_always_agree(seed: int) -> None:
 
 def _kib_text(value: float) -> str:
     return f"{value / 1024:,.1f} KiB" if value < 10 * 2**20 else f"{value / 2**20:,.1f} MiB"
+
+
+def test_supported_growth_that_is_no_leak_says_which_test_it_failed() -> None:
+    # a pool that grows in one round of the later half: significant, large, but not steady
+    _, d = diagnostics.memory_growth_diagnosis([series(0, step_at=1800, step_bytes=64 * 2**20, noise=4 * KIB)])
+    assert d is not None and d.severity == "info"
+    assert "rounds of the later half: steps, not a steady leak" in d.summary

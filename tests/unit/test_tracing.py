@@ -126,3 +126,16 @@ def test_the_counter_does_not_keep_functions_alive() -> None:
     assert ref() is None  # the counter held only a weak reference
     counter.refresh()
     assert counter.total() == 3
+
+
+def test_keras_2_train_function_that_is_itself_a_tf_function_is_found() -> None:
+    # tf.keras (Keras 2): model.train_function = tf.function(train_function); not installed here, so a fake
+    class Keras2Model:
+        def __init__(self) -> None:
+            self.train_function = FakeTfFunction(lambda it: it, "train_function")
+            self.test_function = None
+            self.predict_function = None
+
+    model = Keras2Model()
+    assert keras_step_functions(model) == [model.train_function]
+    assert model.train_function in find_traced_functions([lambda: model.train_function(1)])
