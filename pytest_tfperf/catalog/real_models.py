@@ -267,3 +267,8 @@ WORKLOADS: dict[str, Callable[[bool], RealWorkload]] = {
     "resnet50_predict_on_batch": resnet50_predict,
 }
 HEAVY = frozenset({"mobilenet_v2_train_on_batch", "efficientnet_b0_train_on_batch", "resnet50_predict_on_batch"})
+# Also left to full size, to keep the CI run under a minute: the Transformer's
+# first call traces for 7-13 s on 2 busy cores, and fit/evaluate/predict take
+# 0.2-0.6 s a call; tests/plugin/test_real_models.py counts the traces of
+# fit/evaluate/predict on a tiny model instead.
+FULL_SIZE_ONLY = HEAVY | {"transformer_gradient_tape", "fit_steps_per_epoch", "evaluate_and_predict"}

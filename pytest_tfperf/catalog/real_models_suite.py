@@ -5,8 +5,9 @@
 
 Named ``*_suite`` so that ``pytest --pyargs pytest_tfperf.catalog`` (the
 anti-pattern catalog) does not collect it. At small size the ``HEAVY``
-keras.applications models are skipped: their first call alone traces for
-10-20 s on 2 cores. With ``TFPERF_REAL_MODELS_OUT=path`` each test appends
+keras.applications models (first call alone: 10-20 s of tracing on 2
+cores), the Transformer, ``fit`` and ``evaluate``/``predict`` are skipped
+(``real_models.FULL_SIZE_ONLY``), so that the CI run stays under a minute. With ``TFPERF_REAL_MODELS_OUT=path`` each test appends
 one JSON line of its figures to ``path`` (``benchmarks/real_models.py``
 reads them).
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tfperf.catalog.real_models import HEAVY, SIZE_ENV_VAR, WORKLOADS, RealWorkload
+from pytest_tfperf.catalog.real_models import FULL_SIZE_ONLY, HEAVY, SIZE_ENV_VAR, WORKLOADS, RealWorkload
 
 OUT_ENV_VAR = "TFPERF_REAL_MODELS_OUT"
 KIB = 1024
@@ -69,6 +70,8 @@ def test_healthy_real_workload_draws_no_warning(name: str, tfperf, request: pyte
     full = _full()
     if name in HEAVY and not full:
         pytest.skip(f"{name}: its first call traces for 10-20 s on 2 cores; run at full size from benchmarks/")
+    if name in FULL_SIZE_ONLY and not full:
+        pytest.skip(f"{name}: seconds of tracing or long calls; run at full size from benchmarks/")
     w = WORKLOADS[name](full)
     if w.dataset is not None:
         assert w.step is not None
