@@ -79,7 +79,13 @@ class TfPerf:
         if step is None:
             workload = runner.Workload(call=pull, items_per_iteration=float(items_per_element))
         else:
-            workload = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element))
+            from pytest_tfperf.pipeline_shape import shape_of
+
+            workload = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element),
+                                       restarts=lambda: pull.restarts,
+                                       fresh_pull=lambda: runner.dataset_puller(lambda: iter(dataset)),
+                                       handover=_handover if _is_tf_dataset(dataset) else None,
+                                       pipeline=shape_of(dataset))
         roots = [dataset, *functions] + ([step] if step is not None else [])
         return self._run({"": workload}, "iterate", roots=roots)[""]
 
@@ -210,6 +216,19 @@ def _bind(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dict[str, An
     if not kwargs:
         return lambda: fn(*args)
     return lambda: fn(*args, **kwargs)
+
+
+def _is_tf_dataset(obj: object) -> bool:
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(obj, tf.data.Dataset)
+
+
+def _handover(element: object) -> Callable[[], object]:
+    """A pull that hands ``element`` over through a tf.data iterator, already made: the floor of any wait."""
+    import tensorflow as tf
+
+    ready = iter(tf.data.Dataset.from_tensors(element).repeat())
+    return lambda: next(ready)
 
 
 def _check_items(value: float, name: str) -> None:

@@ -21,6 +21,24 @@ iteration of retained tensors measured 1,071 KiB against 0.2 for the fix, so
 64 KiB separates them cleanly), and (3) steady: more than half of the rounds
 grow on their own, which a one-time step of the pool never does.
 
+Warm-up is not a leak. A real model's RSS rises for its first tens to
+hundreds of steps (allocator arenas, oneDNN primitive caches, autotuning:
+2,112 KiB per iteration over steps 2-25 of EfficientNetB0, 4 KiB per
+iteration over steps 201-1,200), and a measurement of a few seconds can lie
+entirely inside that rise. So the verdict reads the *later half* of the
+readings (``GrowthVerdict.late``) and asks that growth persist there at no
+less than half the early rate (a leak keeps its pace; a warm-up slows down).
+When the data so far would accuse, the runner first measures longer
+(``confirmation_iterations``): as many untimed iterations again as it ran
+(at least ``CONFIRM_MIN_ITERATIONS``), so that the later half lies after
+them, and the verdict is taken on everything. Growth before the later half
+is reported as warm-up ("process RSS grew 27 MiB in the first 212
+iterations, then flat").
+
+The gateable metric (``memory_growth_bytes_per_iteration``) is the later
+half's slope where it persists, else 0: the same number the diagnosis
+judges, so a budget and the diagnosis never disagree.
+
 Pure computation, except the two readers at the end, which read
 ``/proc/self/statm`` and TensorFlow's counters (TensorFlow only when the
 workload already imported it).
@@ -31,7 +49,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,6 +59,19 @@ from pytest_tfperf.model import MemorySource
 GROWTH_FLOOR_BYTES = 64 * 1024  # per iteration: below this, growth is creep, not a leak
 TARGET_READINGS = 64  # per variant: enough for the slope, few enough to cost nothing (~2 us a reading)
 CONFIDENCE = 0.95
+# A leak keeps its pace; warm-up slows down. The later half must grow at no
+# less than this share of the earlier half's rate to count as persistent.
+PERSISTENCE = 0.5
+# Measuring longer before accusing: at least this many untimed iterations,
+# and as many again as were measured, within the time below.
+CONFIRM_MIN_ITERATIONS = 100
+CONFIRM_MIN_S = 15.0
+CONFIRM_BUDGET_MULTIPLE = 5.0
+CONFIRM_READINGS = 32
+# The confirming run is read as this many rounds, so that "steady" (most
+# rounds grow on their own) means the same there as in the timed rounds:
+# Keras's allocator creep comes in steps that leave most segments flat.
+CONFIRM_SEGMENTS = 4
 
 
 class MemoryReader(Protocol):
@@ -61,6 +92,11 @@ class MemorySeries:
     iterations: tuple[int, ...]  # measured iterations of this variant done when read
     rounds: tuple[int, ...]  # the round each reading belongs to
     bytes_in_use: tuple[int, ...]
+    # Read after the first call (tracing done), before the warm-up iterations:
+    # the start of what the report calls warm-up growth. None: not read.
+    after_first_call_bytes: int | None = None
+    warmup_iterations: int = 0  # iterations between that reading and the first measured one
+    confirmation_iterations: int = 0  # untimed iterations run at the end to confirm a growth
 
     def __post_init__(self) -> None:
         if not len(self.iterations) == len(self.rounds) == len(self.bytes_in_use):
@@ -136,6 +172,97 @@ def fit_growth(series: MemorySeries, *, floor_bytes: float = GROWTH_FLOOR_BYTES,
                      readings=n, rounds=len(rounds), rounds_growing=growing)
 
 
+@dataclass(frozen=True, slots=True)
+class GrowthVerdict:
+    """One counter judged: the whole slope, the early and the later half, and the warm-up growth."""
+
+    whole: GrowthFit
+    early: GrowthFit | None  # readings before the middle iteration
+    late: GrowthFit  # readings from the middle iteration on (the whole fit when the half has too few)
+    warmup_growth_bytes: int | None  # from after the first call to the start of the later half
+    warmup_iterations: int  # iterations in that span (warm-up and measured)
+    confirmation_iterations: int
+
+    @property
+    def source(self) -> str:
+        return self.whole.source
+
+    @property
+    def label(self) -> str:
+        return self.whole.label
+
+    @property
+    def persistent(self) -> bool:
+        """The later half grows, significantly, in most of its rounds, at no less than half the early rate."""
+        late = self.late
+        if not (late.significant and late.steady):
+            return False
+        if self.early is None or self.early.slope_bytes_per_iteration <= 0:
+            return True
+        return late.slope_bytes_per_iteration >= PERSISTENCE * self.early.slope_bytes_per_iteration
+
+    @property
+    def metric_bytes_per_iteration(self) -> float:
+        """What ``memory_growth_bytes_per_iteration`` reads: the persistent slope, else 0."""
+        return self.late.slope_bytes_per_iteration if self.persistent else 0.0
+
+    def leaking(self, floor_bytes: float = GROWTH_FLOOR_BYTES) -> bool:
+        return self.persistent and self.late.slope_bytes_per_iteration >= floor_bytes
+
+    @property
+    def warm_up_growth(self) -> bool:
+        """Growth early on that did not persist: what a warm-up looks like."""
+        return (not self.persistent and self.early is not None and self.early.significant
+                and self.early.slope_bytes_per_iteration > max(0.0, self.late.slope_bytes_per_iteration))
+
+
+def judge_growth(series: MemorySeries, *, floor_bytes: float = GROWTH_FLOOR_BYTES) -> GrowthVerdict | None:
+    """Fit the whole series and its two halves (by iteration); ``None`` when nothing can be fitted."""
+    whole = fit_growth(series, floor_bytes=floor_bytes)
+    if whole is None:
+        return None
+    first, last = min(series.iterations), max(series.iterations)
+    middle = first + (last - first) / 2
+    late = fit_growth(_subset(series, lambda x: x >= middle), floor_bytes=floor_bytes)
+    early = fit_growth(_subset(series, lambda x: x <= middle), floor_bytes=floor_bytes)
+    if late is None or late.ci_low_bytes_per_iteration is None:
+        late = whole  # too few readings to split: the whole series is all there is
+        early = None
+    warmup_bytes: int | None = None
+    warmup_iterations = series.warmup_iterations
+    if series.after_first_call_bytes is not None:
+        # RSS at the start of the later half, against RSS after the first call.
+        start_of_late = min((x, i) for i, x in enumerate(series.iterations) if x >= middle)[1] if early else 0
+        warmup_bytes = series.bytes_in_use[start_of_late] - series.after_first_call_bytes
+        warmup_iterations += series.iterations[start_of_late]
+    return GrowthVerdict(whole=whole, early=early, late=late, warmup_growth_bytes=warmup_bytes,
+                         warmup_iterations=warmup_iterations,
+                         confirmation_iterations=series.confirmation_iterations)
+
+
+def _subset(series: MemorySeries, keep: Callable[[int], bool]) -> MemorySeries:
+    idx = [i for i, x in enumerate(series.iterations) if keep(x)]
+    return MemorySeries(source=series.source, label=series.label,
+                        iterations=tuple(series.iterations[i] for i in idx),
+                        rounds=tuple(series.rounds[i] for i in idx),
+                        bytes_in_use=tuple(series.bytes_in_use[i] for i in idx))
+
+
+def needs_confirmation(series: Sequence[MemorySeries], *, floor_bytes: float = GROWTH_FLOOR_BYTES) -> bool:
+    """Would the readings so far accuse a leak? Then measure longer before doing so."""
+    for s in series:
+        verdict = judge_growth(s, floor_bytes=floor_bytes)
+        if verdict is not None and verdict.leaking(floor_bytes):
+            return True
+    return False
+
+
+def confirmation_plan(iterations_so_far: int) -> tuple[int, int]:
+    """(iterations, chunk) of the confirming run: as many iterations again as so far, at least the minimum."""
+    n = max(CONFIRM_MIN_ITERATIONS, iterations_so_far)
+    return n, max(1, n // CONFIRM_READINGS)
+
+
 def chunk_size(total_iterations: int, target_readings: int = TARGET_READINGS) -> int:
     """Iterations between two readings, so that a variant gets about ``target_readings`` in all."""
     if total_iterations <= 0:
@@ -146,13 +273,20 @@ def chunk_size(total_iterations: int, target_readings: int = TARGET_READINGS) ->
 class GrowthRecorder:
     """Collects one variant's readings; the runner calls ``record`` between chunks of iterations."""
 
-    __slots__ = ("readers", "iterations", "rounds", "values")
+    __slots__ = ("readers", "iterations", "rounds", "values", "after_first_call", "warmup_iterations",
+                 "confirmation_iterations")
 
     def __init__(self, readers: Sequence[MemoryReader]) -> None:
         self.readers = tuple(readers)
         self.iterations: list[int] = []
         self.rounds: list[int] = []
         self.values: list[list[int | None]] = [[] for _ in self.readers]
+        self.after_first_call: list[int | None] = [None for _ in self.readers]
+        self.warmup_iterations = 0
+        self.confirmation_iterations = 0
+
+    def record_after_first_call(self) -> None:
+        self.after_first_call = [reader.read() for reader in self.readers]
 
     def record(self, iteration: int, round_index: int) -> None:
         self.iterations.append(iteration)
@@ -162,12 +296,14 @@ class GrowthRecorder:
 
     def series(self) -> tuple[MemorySeries, ...]:
         out = []
-        for reader, values in zip(self.readers, self.values):
+        for reader, values, start in zip(self.readers, self.values, self.after_first_call):
             if not values or any(v is None for v in values):
                 continue  # a counter that failed part-way would fake a step
             readings = tuple(int(v) for v in values if v is not None)
             out.append(MemorySeries(source=reader.source, label=reader.label, iterations=tuple(self.iterations),
-                                    rounds=tuple(self.rounds), bytes_in_use=readings))
+                                    rounds=tuple(self.rounds), bytes_in_use=readings, after_first_call_bytes=start,
+                                    warmup_iterations=self.warmup_iterations,
+                                    confirmation_iterations=self.confirmation_iterations))
         return tuple(out)
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_tfperf import gpu_busy, stats
+from pytest_tfperf import gpu_busy, memory_growth, stats
 from pytest_tfperf.memory_growth import GrowthRecorder, MemoryReader, MemorySeries, chunk_size, readers_for
 from pytest_tfperf.memory_probes import MemoryProbe, collect_peak
 from pytest_tfperf.model import GpuBusy, Measurement, MemoryPeak, Timings
@@ -109,14 +109,32 @@ class Workload:
     check_output: Callable[[int, object], None] | None = None
     # Total tf.function traces so far, over the functions this workload uses.
     trace_total: Callable[[], int] | None = None
+    # For pull+step workloads. Epoch restarts so far of ``pull`` (a finite
+    # dataset started again), so that their waits are reported on their own.
+    restarts: Callable[[], int] | None = None
+    # A new, independent puller for the "dataset alone" phase, so that it
+    # never drains or refills the buffers of the iterator the step reads.
+    fresh_pull: Callable[[], DatasetPuller] | None = None
+    # Given one element, a pull that hands it over already made, through the
+    # same machinery (a tf.data iterator): the handover floor no pipeline
+    # change removes, measured in the "step alone" phase.
+    handover: Callable[[object], Callable[[], object]] | None = None
+    # What the dataset is made of (``pipeline_shape.PipelineShape``), for advice that fits it.
+    pipeline: object | None = None
 
 
 # With ``step``, the measured budget is split: most of it for the pipeline and
 # the step together (the figure that is gated and compared), the rest for the
 # dataset alone and the step alone, so that a user can see which side moved.
+# The two extra phases run after every round of the together phase, each
+# round after round, and the dataset alone on an iterator of its own:
+# interleaved with the together rounds, pulling from the same iterator, they
+# drained the prefetch buffer that then refilled during the next together
+# round (a false allocator "leak" of 0.5-4.9 MiB per iteration, and a
+# dataset-alone rate 10-20x what back-to-back pulls sustain).
 TOGETHER_SHARE = 0.6
 ALONE_SHARE = 0.2
-ALONE_WARMUP_FRACTION = 0.25  # both sides were already warmed up together
+ALONE_WARMUP_FRACTION = 0.25  # the step was already warmed up together
 TOGETHER = "dataset and step together"
 DATASET_ALONE = "dataset alone"
 STEP_ALONE = "step alone"
@@ -130,6 +148,7 @@ class _VariantState:
     share: float = 1.0  # of the budget
     aux_of: str | None = None  # set for the dataset-alone / step-alone phases of a pull+step variant
     prepare: Callable[[], None] | None = None  # untimed, before the first call
+    cleanup: Callable[[], None] | None = None  # untimed, after the last round
     growth: GrowthRecorder | None = None
     typical_ns: float | None = None
     first_call_ns: int = 0
@@ -144,14 +163,17 @@ class _VariantState:
     iteration_index: int = 0
     traces_first_call: int | None = None
     traces_steady: int | None = None
+    restart_marks: list[int] = field(default_factory=list)  # indices into samples of pulls that restarted
 
 
 @dataclass(frozen=True, slots=True)
 class InputSplit:
     """A pull+step workload measured three ways: together (the ``RawRun``'s timings), and these two."""
 
-    dataset_alone: Timings  # pulls only
-    step_alone: Timings  # the step re-run on one cached element
+    dataset_alone: Timings  # back-to-back pulls from a fresh iterator, epoch restarts left out
+    step_alone: Timings  # the step re-run on one cached element (its handover not included)
+    handover_ns: tuple[int, ...] = ()  # per step-alone iteration: handing over the ready element
+    dataset_restarts_ns: tuple[int, ...] = ()  # the dataset-alone pulls that restarted an epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +188,8 @@ class RawRun:
     memory_series: tuple[MemorySeries, ...] = ()  # memory in use between chunks of iterations
     input_split: InputSplit | None = None
     gpu_busy: tuple[GpuBusy, ...] = ()  # NVML's busy fraction per GPU, sampled during the rounds
+    input_restart_iterations: tuple[int, ...] = ()  # indices (into samples and waits) of pulls that restarted
+    pipeline: object | None = None  # the dataset's transformations, where known (pipeline_shape)
 
 
 def measure(
@@ -202,13 +226,14 @@ def measure(
     """
     readers = readers_for(probes) if memory_readers is None else list(memory_readers)
     states: list[_VariantState] = []
+    aux_states: list[_VariantState] = []
     for name, w in workloads.items():
         main = _VariantState(name, w, label=name, growth=GrowthRecorder(readers) if readers else None)
         states.append(main)
         if split_input and w.pull is not None and w.step is not None:
             main.share = TOGETHER_SHARE
             main.label = f"{name}: {TOGETHER}" if name else TOGETHER
-            states += _alone_states(name, w)
+            aux_states += _alone_states(name, w)
     progress = Progress()
 
     def body() -> None:
@@ -242,6 +267,23 @@ def measure(
                                  round_index=r)
                 if pace is not None:
                     pace("after", r)
+            for st in states:
+                _confirm_growth(st, settings, sync, progress, round_index=n_rounds, clock=clock)
+            for st in aux_states:
+                # After every together round, one phase at a time, each on its own iterator.
+                st.per_probe_rounds = [[] for _ in probes]
+                st.per_probe_baseline = [None for _ in probes]
+                st.per_probe_starts = [[] for _ in probes]
+                if st.prepare is not None:
+                    st.prepare()
+                _warm_up(st, settings if st.label.endswith(DATASET_ALONE) else _alone_warmup(settings), clock, sync,
+                         progress)
+                plan = _plan(st, settings)
+                for r in range(plan.rounds):
+                    progress.phase = f"round {r + 1}/{plan.rounds} of '{st.label}'"
+                    _timed_round(st, plan.iterations_per_round, clock, sync, probes, progress, round_index=r)
+                if st.cleanup is not None:
+                    st.cleanup()
         except Abandoned:
             raise
         except BaseException as exc:
@@ -261,30 +303,111 @@ def measure(
         memory = tuple(
             collect_peak(probe, st.per_probe_rounds[i], st.per_probe_baseline[i], st.per_probe_starts[i]) for i, probe in enumerate(probes)
         )
-        alone = {aux.label: _timings(aux) for aux in states if aux.aux_of == st.name}
-        split = InputSplit(alone[DATASET_ALONE], alone[STEP_ALONE]) if alone else None
+        alone = {aux.label.rsplit(": ", 1)[-1]: aux for aux in aux_states if aux.aux_of == st.name}
+        split = _input_split(alone[DATASET_ALONE], alone[STEP_ALONE]) if alone else None
         out[st.name] = RawRun(timings=timings, memory=memory, input_wait_ns=tuple(st.waits),
                               traces_first_call=st.traces_first_call, traces_steady=st.traces_steady,
                               memory_series=st.growth.series() if st.growth is not None else (),
-                              input_split=split, gpu_busy=gpu_busy.collect(st.busy_rounds))
+                              input_split=split, gpu_busy=gpu_busy.collect(st.busy_rounds),
+                              input_restart_iterations=tuple(st.restart_marks),
+                              pipeline=st.workload.pipeline)
     return out
+
+
+def _input_split(dataset: _VariantState, stepped: _VariantState) -> InputSplit:
+    restarted = set(dataset.restart_marks)
+    pulls = [ns for i, ns in enumerate(dataset.samples) if i not in restarted]
+    restarts = tuple(dataset.samples[i] for i in sorted(restarted))
+    if not pulls:  # every pull restarted (a one-element dataset): report them as they are
+        pulls, restarts = list(dataset.samples), ()
+    handover = tuple(stepped.waits)
+    step_only = [max(0, t - h) for t, h in zip(stepped.samples, handover)] if handover else list(stepped.samples)
+    return InputSplit(
+        dataset_alone=Timings(samples_ns=tuple(pulls), round_sizes=(len(pulls),),
+                              items_per_iteration=dataset.workload.items_per_iteration,
+                              first_call_ns=dataset.first_call_ns),
+        step_alone=Timings(samples_ns=tuple(step_only), round_sizes=tuple(stepped.round_sizes),
+                           items_per_iteration=stepped.workload.items_per_iteration,
+                           first_call_ns=stepped.first_call_ns),
+        handover_ns=handover, dataset_restarts_ns=restarts)
+
+
+def _confirm_growth(st: _VariantState, settings: RunSettings, sync: Callable[[], None] | None,
+                    progress: Progress, *, round_index: int, clock: Clock) -> None:
+    """Measure longer before accusing a leak: untimed iterations, with memory read between chunks.
+
+    Runs only when the readings so far would flag a leak (warm-up growth of a
+    real model often would: see ``memory_growth``). Nothing here is timed
+    into the throughput figures.
+    """
+    growth = st.growth
+    if growth is None or not memory_growth.needs_confirmation(growth.series()):
+        return
+    measured = len(st.samples)
+    target, chunk = memory_growth.confirmation_plan(measured + growth.warmup_iterations)
+    deadline = clock() + int(max(memory_growth.CONFIRM_MIN_S,
+                                 memory_growth.CONFIRM_BUDGET_MULTIPLE * settings.budget_s) * 1e9)
+    progress.phase = "measuring longer to confirm memory growth" + (f" of '{st.label}'" if st.label else "")
+    progress.typical_ns = st.typical_ns
+    done = 0
+    segment_length = max(1, -(-target // memory_growth.CONFIRM_SEGMENTS))
+    growth.record(measured, round_index)
+    while done < target and clock() < deadline:
+        segment = done // segment_length
+        for _ in range(min(chunk, target - done, segment_length * (segment + 1) - done)):
+            progress.iteration_started_ns = clock()
+            _one_iteration(st.workload, sync, None, st.iteration_index, None, progress)
+            st.iteration_index += 1
+            done += 1
+        if progress.abandoned:
+            raise Abandoned
+        growth.record(measured + done, round_index + segment)
+        if done % segment_length == 0 and done < target:
+            # The next segment's first reading: the same moment, in its own round.
+            growth.record(measured + done, round_index + segment + 1)
+    progress.iteration_started_ns = 0
+    growth.confirmation_iterations = done
 
 
 def _alone_states(name: str, w: Workload) -> list[_VariantState]:
     """The dataset-alone and step-alone phases of a pull+step workload."""
     pull, step = w.pull, w.step
     assert pull is not None and step is not None
-    cached: list[object] = []
-
-    def step_alone() -> object:
-        return step(cached[0])
-
     prefix = f"{name}: " if name else ""
-    dataset = _VariantState(f"{name}\0dataset", Workload(call=pull, items_per_iteration=w.items_per_iteration),
-                            label=prefix + DATASET_ALONE, share=ALONE_SHARE, aux_of=name)
-    stepped = _VariantState(f"{name}\0step", Workload(call=step_alone, items_per_iteration=w.items_per_iteration),
-                            label=prefix + STEP_ALONE, share=ALONE_SHARE, aux_of=name,
-                            prepare=lambda: cached.append(pull()))
+    # The dataset alone: back-to-back pulls from an iterator of its own (the
+    # together phase's iterator is left as it was), dropped afterwards.
+    own: dict[str, DatasetPuller] = {}
+
+    def fresh() -> None:
+        if w.fresh_pull is not None:
+            own["pull"] = w.fresh_pull()
+
+    def pull_alone() -> object:
+        return own["pull"]() if "pull" in own else pull()
+
+    def restarts_alone() -> int:
+        if "pull" in own:
+            return own["pull"].restarts
+        return w.restarts() if w.restarts is not None else 0
+
+    dataset = _VariantState(f"{name}\0dataset",
+                            Workload(call=pull_alone, items_per_iteration=w.items_per_iteration,
+                                     restarts=restarts_alone),
+                            label=prefix + DATASET_ALONE, share=ALONE_SHARE, aux_of=name, prepare=fresh,
+                            cleanup=own.clear)
+    # The step alone: one element, handed over ready-made each time, so the
+    # handover (the floor of any wait) is measured on its own.
+    handing: dict[str, Callable[[], object]] = {}
+
+    def prepare_step() -> None:
+        element = pull()
+        handing["pull"] = w.handover(element) if w.handover is not None else (lambda: element)
+
+    stepped = _VariantState(f"{name}\0step",
+                            Workload(call=lambda: None, pull=lambda: handing["pull"](), step=step,
+                                     items_per_iteration=w.items_per_iteration),
+                            label=prefix + STEP_ALONE, share=ALONE_SHARE, aux_of=name, prepare=prepare_step,
+                            cleanup=handing.clear)
     return [dataset, stepped]
 
 
@@ -395,6 +518,8 @@ def _warm_up(st: _VariantState, settings: RunSettings, clock: Clock, sync: Calla
     t1 = clock()
     progress.iteration_started_ns = 0
     st.first_call_ns = t1 - t0
+    if st.growth is not None:
+        st.growth.record_after_first_call()
     # The first call traces and compiles; later calls still settle (caches,
     # autotuning). Keep warming until warmup_s has passed, at least once more.
     progress.phase = "warm-up" + of
@@ -416,6 +541,8 @@ def _warm_up(st: _VariantState, settings: RunSettings, clock: Clock, sync: Calla
     if traces_before is not None and w.trace_total is not None:
         st.traces_first_call = w.trace_total() - traces_before
         st.traces_steady = 0
+    if st.growth is not None:
+        st.growth.warmup_iterations = len(warm)
     st.estimate_ns = stats.median(warm[len(warm) // 2 :]) if len(warm) > 2 else stats.median(warm)
     st.typical_ns = progress.typical_ns
 
@@ -439,7 +566,7 @@ def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], Non
     if growth is not None:
         growth.record(start, round_index)
     done = 0
-    if w.pull is None and w.check_output is None and sync is None:
+    if w.pull is None and w.check_output is None and sync is None and w.restarts is None:
         # The hot path: two clock reads and an append per iteration, nothing
         # else; the chunking only adds work between chunks.
         call = w.call
@@ -458,14 +585,18 @@ def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], Non
                 growth.record(len(samples), round_index)
     else:
         waits = st.waits if w.pull is not None else None
+        restarts = w.restarts
         while done < n:
             k = min(chunk, n - done)
             for _ in range(k):
+                before = restarts() if restarts is not None else 0
                 t0 = clock()
                 progress.iteration_started_ns = t0
                 _one_iteration(w, sync, waits, st.iteration_index, clock, progress)
                 st.iteration_index += 1
                 samples.append(clock() - t0)
+                if restarts is not None and restarts() != before:
+                    st.restart_marks.append(len(samples) - 1)
             done += k
             if progress.abandoned:
                 raise Abandoned
@@ -491,22 +622,35 @@ def build_measurement(test_id: str, mode: str, raw: RawRun, *, traces_first_call
                        extra_metrics=tuple(extra_metrics), environment_id=environment_id, gpu_busy=raw.gpu_busy)
 
 
-def dataset_puller(make_iterator: Callable[[], Iterator[object]]) -> Callable[[], object]:
-    """``next()`` on an iterator, starting a fresh one when the dataset ends.
+class DatasetPuller:
+    """``next()`` on an iterator, starting a fresh one when the dataset ends; counts the restarts.
 
     A finite dataset would otherwise end the measurement early; the restart
-    (a new iterator) is part of what a training loop over epochs pays too.
+    (dropping the exhausted iterator, a new one, its first element: a
+    shuffle buffer refilled, a pipeline started) is part of what a training
+    loop over epochs pays too, but it is paid once an epoch, not once a
+    step, so the runner reports it on its own.
     """
-    state = {"it": make_iterator()}
 
-    def pull() -> object:
+    __slots__ = ("_make", "_it", "restarts")
+
+    def __init__(self, make_iterator: Callable[[], Iterator[object]]) -> None:
+        self._make = make_iterator
+        self._it = make_iterator()
+        self.restarts = 0
+
+    def __call__(self) -> object:
         try:
-            return next(state["it"])
+            return next(self._it)
         except StopIteration:
-            state["it"] = make_iterator()
+            self._it = self._make()
+            self.restarts += 1
             try:
-                return next(state["it"])
+                return next(self._it)
             except StopIteration:
                 raise ValueError("the dataset is empty: there is nothing to iterate") from None
 
-    return pull
+
+def dataset_puller(make_iterator: Callable[[], Iterator[object]]) -> DatasetPuller:
+    """A ``DatasetPuller`` over ``make_iterator()``'s iterators."""
+    return DatasetPuller(make_iterator)

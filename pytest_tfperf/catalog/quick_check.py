@@ -20,6 +20,7 @@ from pytest_tfperf.catalog.effects import (
     traces_effect,
 )
 from pytest_tfperf.catalog.scenario import Metric, Scenario
+from pytest_tfperf.tracing import TraceCounter
 
 SEGMENTS = 2
 
@@ -28,8 +29,14 @@ def quick_effects(scenario: Scenario, calls_per_segment: int = 6, memory_device:
     """Run every variant once (warm-up), then ``SEGMENTS`` interleaved segments of calls; judge what needs no clock."""
     import tensorflow as tf
 
+    # Counted as the plugin counts them: the functions the variants reach
+    # (Keras models' compiled step functions included, and new ones a
+    # recompile creates), plus those the scenario names.
+    counter = TraceCounter(lambda: [*(v.run for v in scenario.variants), *scenario.functions])
+
     def traces() -> int:
-        return sum(int(f.experimental_get_tracing_count()) for f in scenario.functions)  # type: ignore[attr-defined]
+        counter.refresh()
+        return counter.total()
 
     peaks: dict[str, list[int]] = {v.name: [] for v in scenario.variants}
     steady_traces = {v.name: 0 for v in scenario.variants}

@@ -80,10 +80,10 @@ def _record(request: pytest.FixtureRequest, tfperf, scenario: Scenario, effects:
                 fh.write(json.dumps(row) + "\n")
 
 
-# These two grow the process's memory on purpose (kept tensors, a growing trace
+# These grow the process's memory on purpose (kept tensors, a growing trace
 # cache), and TensorFlow's allocator never gives memory back to the OS: run
 # them after the others, so that their growth is not in the others' RSS peaks.
-RUN_LAST = ("retracing", "eager_memory_growth")
+RUN_LAST = ("retracing", "keras_retracing", "eager_memory_growth")
 
 
 def _scenario_params() -> list[object]:

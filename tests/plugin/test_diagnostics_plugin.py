@@ -139,8 +139,8 @@ def test_each_diagnosis_fails_its_own_test_and_lets_the_healthy_ones_pass(pytest
     result.stdout.fnmatch_lines([
         "*test_input_bound: over budget",
         "*input_bound_fraction: measured *%, limit 10.0%",
-        "*diagnosis: highly input-bound: *% of each step waits for data; the dataset alone delivers * elements/s, "
-        "the step alone *",
+        "*diagnosis: highly input-bound: *% of each step waits for data beyond the * ms it takes to hand over an "
+        "element already made (*% with it); the dataset alone delivers * elements/s, the step alone *",
     ])
     result.stdout.fnmatch_lines([
         "*test_leaks: over budget",
@@ -161,7 +161,8 @@ def test_each_diagnosis_fails_its_own_test_and_lets_the_healthy_ones_pass(pytest
     assert "During handling of the above exception" not in out  # each failure is told once
     # the terminal summary repeats the diagnoses (the input-bound one even when healthy) and every failure
     result.stdout.fnmatch_lines([
-        "*test_cases.py::test_not_input_bound: *input-bound: ?% of each step waits for data; the dataset alone*",
+        "*test_cases.py::test_not_input_bound: *input-bound: *% of each step waits for data beyond the *; the "
+        "dataset alone*",
         "*test_cases.py::test_leaks: memory grows by *",
         "*test_cases.py::test_stalls: FAILED (stall): stalled in the *",
         "*test_cases.py::test_oom: FAILED (oom): out of memory on CPU:0*; batch size 4,096",

@@ -94,3 +94,78 @@ def test_the_metric_is_gateable_by_the_marker_budget() -> None:
         violations = check_budgets(m, budgets_from_marker(options))
         assert len(violations) == expected
         assert all(v.metric == "input_bound_fraction" for v in violations)
+
+
+# -- restarts, the handover floor, contention, advice that fits the pipeline -------------------------
+
+
+def _split_raw(waits_ms: list[float], step_ms: float, *, restarts: tuple[int, ...] = (), floor_ms: float = 0.0,
+               dataset_ms: float = 1.0, step_alone_ms: float | None = None, pipeline: object = None,
+               dataset_restarts_ms: tuple[float, ...] = ()) -> RawRun:
+    ns = [int((w + step_ms) * 1e6) for w in waits_ms]
+    timings = Timings(samples_ns=tuple(ns), round_sizes=(len(ns),), items_per_iteration=1, first_call_ns=1)
+    split = InputSplit(dataset_alone=_timings(int(dataset_ms * 1e6)),
+                       step_alone=_timings(int((step_alone_ms or step_ms) * 1e6)),
+                       handover_ns=(int(floor_ms * 1e6),) * 20,
+                       dataset_restarts_ns=tuple(int(r * 1e6) for r in dataset_restarts_ms))
+    return RawRun(timings=timings, memory=(), input_wait_ns=tuple(int(w * 1e6) for w in waits_ms),
+                  input_split=split, input_restart_iterations=restarts, pipeline=pipeline)
+
+
+def test_epoch_restarts_are_left_out_of_the_figure_and_reported_apart() -> None:
+    from pytest_tfperf.pipeline_shape import PipelineShape
+
+    shape = PipelineShape(("tensor_slice", "cache", "shuffle", "parallel_map", "batch", "prefetch"))
+    waits = [0.1] * 98 + [113.0, 120.0]  # two restarts among steady pulls
+    raw = _split_raw(waits, 15.0, restarts=(98, 99), pipeline=shape, dataset_restarts_ms=(100.0,))
+    extras, diagnoses = diagnostics.analyse(raw)
+    bound, restart = diagnoses
+    assert dict(extras)["input_bound_fraction"] == pytest.approx(0.1 / 15.1, rel=1e-3)
+    assert bound.severity == "info" and "epoch restarts left out: 2 in the measured rounds" in bound.summary
+    assert restart.kind == "epoch_restart" and restart.severity == "info"
+    assert restart.summary.startswith("each new epoch costs 111 ms to restart the pipeline (mean of 3, worst 120 ms)")
+    assert "refills its shuffle buffer" in restart.summary
+    assert dict(restart.figures)["epoch_restart_share_of_waiting"] == pytest.approx(233 / (233 + 9.8), rel=1e-3)
+
+
+def test_the_handover_floor_is_subtracted_and_shown() -> None:
+    # 0.9 ms of each 15.9 ms iteration waits, 0.5 ms of it handing over a ready element: 2.5%, not 5.7%
+    raw = _split_raw([0.9] * 50, 15.0, floor_ms=0.5)
+    d, fraction = diagnostics.input_bound(raw)
+    assert fraction == pytest.approx(0.4 / 15.9, rel=1e-3)
+    assert d.severity == "info"
+    assert "beyond the 0.50 ms it takes to hand over an element already made (6% with it)" in d.summary
+
+
+def test_no_prefetch_advice_for_a_pipeline_that_prefetches() -> None:
+    from pytest_tfperf.pipeline_shape import PipelineShape
+
+    prefetching = PipelineShape(("range", "parallel_map", "batch", "prefetch"))
+    # the dataset alone (1 ms a batch) is 10x as fast as the step (10 ms): the wait is contention
+    d, _ = diagnostics.input_bound(_split_raw([3.0] * 50, 10.0, dataset_ms=1.0, pipeline=prefetching))
+    assert d.severity == "info" and d.summary.startswith("waits for data, but not input-bound: 23%")
+    assert "10x as fast as the step and prefetches" in d.summary and "add .prefetch" not in d.summary
+    # the dataset alone barely keeps up: a real input-bound pipeline, advice without prefetch
+    d, _ = diagnostics.input_bound(_split_raw([3.0] * 50, 10.0, dataset_ms=8.0, pipeline=prefetching))
+    assert d.severity == "warning" and ".prefetch(" not in d.summary and "num_parallel_calls" not in d.summary
+    assert "compete for the same cores" in d.summary
+    slow = _split_raw([3.0] * 50, 10.0, dataset_ms=12.0, pipeline=prefetching)
+    d, _ = diagnostics.input_bound(slow)
+    assert "slower side (pipeline: range -> parallel_map -> batch -> prefetch): cache what does not change" in d.summary
+
+
+def test_a_sequential_unprefetched_pipeline_is_told_both_fixes_and_why_tf_did_not_apply_them() -> None:
+    from pytest_tfperf.pipeline_shape import PipelineShape
+
+    raw_mistake = PipelineShape(("range", "map", "batch"), ("map_parallelization", "inject_prefetch"))
+    d, _ = diagnostics.input_bound(_split_raw([5.0] * 50, 10.0, dataset_ms=1.0, pipeline=raw_mistake))
+    assert d.severity == "warning"
+    assert ("give its map num_parallel_calls=tf.data.AUTOTUNE (map_parallelization is off in its options); "
+            "end it with .prefetch(tf.data.AUTOTUNE) (inject_prefetch is off in its options)") in d.summary
+
+
+def test_rates_count_elements_on_both_sides() -> None:
+    # 32 elements per iteration: the dataset alone and the step alone are compared in elements/s
+    t = Timings(samples_ns=(10_000_000,) * 10, round_sizes=(10,), items_per_iteration=32, first_call_ns=1)
+    assert diagnostics._elements_per_s(t) == pytest.approx(3200)
+    assert diagnostics._back_to_back_per_s(t) == pytest.approx(3200)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -98,7 +99,8 @@ def test_the_metric_is_the_largest_significant_slope_and_zero_when_flat() -> Non
     assert dict(extras)["memory_growth_bytes_per_iteration"] == pytest.approx(300 * KIB, rel=0.02)
     assert d is not None and d.severity == "warning" and d.kind == "memory_growth"
     assert d.summary.startswith("memory grows by 300.0 KiB per iteration (95% CI ")
-    assert "over 2,080 iterations, in 5 of 5 rounds (tf_allocator[CPU:0]); process RSS +1.0 KiB" in d.summary
+    assert ("over 1,024 iterations, in 3 of 3 rounds (tf_allocator[CPU:0]), and keeps growing at that pace in the "
+            "later half of 2,080 iterations; process RSS +1.0 KiB") in d.summary
     assert "Something keeps data alive across iterations" in d.summary
     figures = dict(d.figures)
     assert figures["rss_slope_bytes_per_iteration"] == pytest.approx(1 * KIB, rel=0.1)
@@ -179,3 +181,84 @@ def test_the_rss_reader_sees_memory_that_is_touched() -> None:
     del block
     assert before is not None and after is not None
     assert after - before >= 48 * 2**20
+
+
+def warm_up_series(total_bytes: float, tau: float, *, leak: float = 0.0, rounds: int = 5, chunks: int = 13,
+                   chunk: int = 32, noise: float = 16 * KIB, seed: int = 3, start: int = 0) -> MemorySeries:
+    """RSS that rises by ``total_bytes`` and levels off (time constant ``tau`` iterations), plus a leak."""
+    rng = random.Random(seed)
+    xs, rs, ys = [], [], []
+    x = 0
+    for r in range(rounds):
+        for i in range(chunks + 1):
+            if i:
+                x += chunk
+            xs.append(x)
+            rs.append(r)
+            settled = total_bytes * (1 - math.exp(-(x + start) / tau))
+            ys.append(int(50 * 2**20 + settled + leak * x + rng.gauss(0, noise)))
+    return MemorySeries(source="rss", label="process RSS", iterations=tuple(xs), rounds=tuple(rs),
+                        bytes_in_use=tuple(ys), after_first_call_bytes=50 * 2**20, warmup_iterations=12)
+
+
+def test_warm_up_growth_that_levels_off_is_reported_apart_and_is_no_leak() -> None:
+    # EfficientNetB0's shape: 27 MiB over the first few hundred steps, then flat
+    s = warm_up_series(60 * 2**20, tau=60, chunk=4)  # 260 measured iterations
+    extras, d = diagnostics.memory_growth_diagnosis([s])
+    assert d is not None and d.severity == "info"
+    assert dict(extras)["memory_growth_bytes_per_iteration"] == 0.0
+    assert "process RSS grew " in d.summary and "(warm-up), then " in d.summary and "in the later half" in d.summary
+    whole = fit_growth(s)
+    assert whole is not None and whole.leaking()  # what the old rule, on the whole series, accused
+
+
+def test_a_leak_under_a_warm_up_is_still_flagged_at_its_own_rate() -> None:
+    extras, d = diagnostics.memory_growth_diagnosis([warm_up_series(27 * 2**20, tau=300, leak=256 * KIB)])
+    assert d is not None and d.severity == "warning"
+    assert dict(extras)["memory_growth_bytes_per_iteration"] == pytest.approx(256 * KIB, rel=0.05)
+
+
+def test_warm_up_that_fills_the_whole_window_is_suspected_until_measured_longer() -> None:
+    # tau far beyond the window: the data cannot tell warm-up from a leak, so the runner measures longer
+    # 50 measured iterations, all inside a rise that levels off over a few hundred (time constant 100)
+    early = warm_up_series(200 * 2**20, tau=100, chunks=10, chunk=1)
+    assert memory_growth.needs_confirmation([early])
+    # measured longer, to 200 iterations: the later half has slowed to a third of the early rate
+    longer = warm_up_series(200 * 2**20, tau=100, rounds=1, chunks=40, chunk=5)
+    assert not memory_growth.needs_confirmation([longer])
+    assert memory_growth.confirmation_plan(50) == (100, 3)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_budget_and_the_diagnosis_always_agree(seed: int) -> None:
+    from pytest_tfperf.budgets import budgets_from_marker, check_budgets
+    from pytest_tfperf.config import MarkerOptions
+    from pytest_tfperf.model import Timings
+    from pytest_tfperf.runner import RawRun, build_measurement
+
+    rng = random.Random(seed)
+    s = warm_up_series(rng.choice([0, 5, 27, 200]) * 2**20, tau=rng.choice([30, 300, 3000]),
+                       leak=rng.choice([0, 8, 60, 70, 256]) * KIB, noise=rng.choice([4, 64, 256]) * KIB, seed=seed)
+    timings = Timings(samples_ns=(1000,) * 10, round_sizes=(5, 5), items_per_iteration=1, first_call_ns=1)
+    raw = RawRun(timings=timings, memory=(), input_wait_ns=(), memory_series=(s,))
+    extras, diagnoses = diagnostics.analyse(raw)
+    (d,) = diagnoses
+    metric = dict(extras)["memory_growth_bytes_per_iteration"]
+    for limit in (64 * KIB, 128 * KIB, 2**20):  # budgets at or above the floor a leak is taken from
+        m = build_measurement("t", "call", raw, extra_metrics=extras, diagnoses=diagnoses)
+        failed = bool(check_budgets(m, budgets_from_marker(MarkerOptions(max_memory_growth_bytes_per_iteration=limit))))
+        assert not failed or d.severity == "warning", (limit, metric, d.summary)
+    assert (d.severity == "warning") == (metric >= memory_growth.GROWTH_FLOOR_BYTES), (metric, d.summary)
+    if metric > 0:
+        assert _kib_text(metric) in d.summary  # the figure a budget reads is the one the diagnosis states
+
+
+def _kib_text(value: float) -> str:
+    return f"{value / 1024:,.1f} KiB" if value < 10 * 2**20 else f"{value / 2**20:,.1f} MiB"
+
+
+def test_supported_growth_that_is_no_leak_says_which_test_it_failed() -> None:
+    # a pool that grows in one round of the later half: significant, large, but not steady
+    _, d = diagnostics.memory_growth_diagnosis([series(0, step_at=1800, step_bytes=64 * 2**20, noise=4 * KIB)])
+    assert d is not None and d.severity == "info"
+    assert "rounds of the later half: steps, not a steady leak" in d.summary

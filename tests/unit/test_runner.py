@@ -368,3 +368,110 @@ def test_each_round_starts_with_its_own_variants_typical_time() -> None:
     finally:
         runner.Progress = original  # type: ignore[misc]
     assert seen["a"] == {1_000_000} and seen["b"] == {50_000_000}
+
+
+# -- the input split without interference, restarts, confirming growth ------------------------------------
+
+
+def test_the_extra_phases_run_after_the_together_rounds_on_their_own_iterator() -> None:
+    clock = FakeClock()
+    events: list[str] = []
+
+    def make_puller(tag: str) -> runner.DatasetPuller:
+        def elements():  # noqa: ANN202
+            for i in range(5):  # a finite dataset: 5 elements an epoch
+                clock.work(1_000_000)
+                events.append(tag)
+                yield i
+
+        return runner.dataset_puller(elements)
+
+    shared = make_puller("together")
+    handed: list[object] = []
+
+    def handover(element: object):  # noqa: ANN202
+        def pull() -> object:
+            clock.work(200_000)
+            handed.append(element)
+            return element
+
+        return pull
+
+    w = runner.Workload(call=shared, pull=shared, step=lambda e: clock.work(4_000_000), items_per_iteration=1,
+                        restarts=lambda: shared.restarts, fresh_pull=lambda: make_puller("alone"), handover=handover)
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.5, rounds=3, warmup_s=0.0), clock=clock,
+                         watch=False, memory_readers=[])[""]
+    # every pull of the shared iterator comes before the first of the dataset-alone phase's own
+    # every pull of the shared iterator comes before the dataset-alone phase's own, but the one element the
+    # step-alone phase takes from it at the very end
+    first_alone = events.index("alone")
+    assert events[first_alone:].count("together") == 1 and events[-1] == "together"
+    split = raw.input_split
+    assert split is not None
+    # restarts: marked in the together phase, left out of the dataset-alone rate
+    assert raw.input_restart_iterations and all(raw.input_wait_ns[i] >= 1_000_000 for i in raw.input_restart_iterations)
+    assert set(split.dataset_alone.samples_ns) == {1_000_000}
+    # the handover floor is measured in the step-alone phase and kept out of the step's own time
+    assert set(split.handover_ns) == {200_000} and set(split.step_alone.samples_ns) == {4_000_000}
+    assert handed and len(set(map(id, handed))) == 1
+
+
+def test_restarted_pulls_are_marked_by_their_index() -> None:
+    clock = FakeClock()
+    pull = runner.dataset_puller(lambda: iter(range(4)))
+    w = runner.Workload(call=pull, pull=pull, step=lambda e: clock.work(1_000_000), restarts=lambda: pull.restarts)
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0), clock=clock,
+                         watch=False, split_input=False)[""]
+    # warm-up took elements 0 and 1; measured pulls are 2, 3, (restart) 0, 1, 2, 3, (restart) 0, ...
+    assert raw.input_restart_iterations[:2] == (2, 6)
+
+
+def _growing_workload(clock: FakeClock, reader: FakeReader, per_call: object) -> runner.Workload:
+    calls = {"n": 0}
+
+    def work() -> None:
+        clock.work(1_000_000)
+        calls["n"] += 1
+        reader.in_use += per_call(calls["n"])  # type: ignore[operator]
+
+    return runner.Workload(call=work)
+
+
+def test_a_steady_leak_is_measured_longer_and_confirmed() -> None:
+    from pytest_tfperf import diagnostics
+
+    clock = FakeClock()
+    reader = FakeReader(clock)
+    w = _growing_workload(clock, reader, lambda n: 256 * 1024)
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+                         watch=False, memory_readers=[reader])[""]
+    (series,) = raw.memory_series
+    assert series.confirmation_iterations >= 100
+    extras, (d,) = diagnostics.analyse(raw)
+    assert d.severity == "warning" and dict(extras)["memory_growth_bytes_per_iteration"] == pytest.approx(256 * 1024)
+
+
+def test_warm_up_growth_is_measured_longer_and_then_not_accused() -> None:
+    from pytest_tfperf import diagnostics
+
+    clock = FakeClock()
+    reader = FakeReader(clock)
+    # 1 MiB a call for the first 60 calls (warm-up), flat afterwards: the timed rounds (about 50 calls)
+    # lie inside the rise, so only measuring longer can tell
+    w = _growing_workload(clock, reader, lambda n: 2**20 if n <= 60 else 0)
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+                         watch=False, memory_readers=[reader])[""]
+    (series,) = raw.memory_series
+    assert series.confirmation_iterations >= 100
+    extras, (d,) = diagnostics.analyse(raw)
+    assert d.severity == "info" and dict(extras)["memory_growth_bytes_per_iteration"] == 0.0
+    assert "process RSS grew " in d.summary and "(warm-up)" in d.summary
+
+
+def test_nothing_is_measured_longer_without_growth() -> None:
+    clock = FakeClock()
+    reader = FakeReader(clock)
+    w = _growing_workload(clock, reader, lambda n: 0)
+    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+                         watch=False, memory_readers=[reader])[""]
+    assert raw.memory_series[0].confirmation_iterations == 0
