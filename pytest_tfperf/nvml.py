@@ -39,7 +39,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_tfperf.memory_probes import MemoryProbe, UnavailableProbe, WindowSampler
+from pytest_tfperf.probe_base import MemoryProbe, UnavailableProbe, WindowSampler
 from pytest_tfperf.model import MemorySource
 
 DEFAULT_NVML_INTERVAL_S = 0.020
