@@ -198,12 +198,19 @@ def tfperf(request: pytest.FixtureRequest) -> TfPerf:
     """Measure a TensorFlow workload: ``tfperf(fn, *args, items=...)``, ``tfperf.iterate(ds, ...)``,
     ``tfperf.compare({...})``. Without ``--tfperf`` the workload runs once, as a smoke test."""
     marker = request.node.get_closest_marker("tfperf")
+    # A bad marker fails this test's setup with one line, as pytest reports its
+    # own misuse; the rest of the session runs on.
+    if marker is not None and marker.args:
+        pytest.fail(f"{request.node.nodeid}: @pytest.mark.tfperf takes keyword arguments only, "
+                    f"got positional {', '.join(repr(a) for a in marker.args)}", pytrace=False)
     try:
         options = MarkerOptions.from_kwargs(marker.kwargs if marker else {}, request.node.nodeid)
     except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if marker is not None and marker.args:
-        raise pytest.UsageError(f"{request.node.nodeid}: @pytest.mark.tfperf takes keyword arguments only")
+        problem = str(exc)
+    else:
+        problem = None
+    if problem is not None:  # failed outside the except block, or pytest prints the message twice
+        pytest.fail(problem, pytrace=False)
     from pytest_tfperf.fixture import TfPerf
 
     session = _session(request.config)
