@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 # The measuring modules (fixture, session, runner) are imported on first use:
 # pytest --help and sessions without tfperf tests never pay for them.
 SESSION_KEY = pytest.StashKey["TfPerfSession"]()
+# Why TensorFlow cannot be imported (None: it can), looked up on the fixture's first use and said once, at the end.
+TENSORFLOW_PROBLEM_KEY = pytest.StashKey["str | None"]()
 
 OPT_MEASURE = "--tfperf"
 
@@ -213,8 +215,16 @@ def tfperf(request: pytest.FixtureRequest) -> TfPerf:
         pytest.fail(problem, pytrace=False)
     from pytest_tfperf.fixture import TfPerf
 
+    _look_for_tensorflow(request.config)
     session = _session(request.config)
     return TfPerf(request.node.nodeid, options, session, session.config)
+
+
+def _look_for_tensorflow(config: pytest.Config) -> None:
+    if TENSORFLOW_PROBLEM_KEY not in config.stash:
+        from pytest_tfperf.environment import tensorflow_problem
+
+        config.stash[TENSORFLOW_PROBLEM_KEY] = tensorflow_problem()
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
@@ -229,7 +239,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     session = terminalreporter.config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    lines = session.summary_lines()
+    problem = terminalreporter.config.stash.get(TENSORFLOW_PROBLEM_KEY, None)
+    lines = ([f"tfperf: {problem}"] if problem else []) + session.summary_lines()
     if lines:
         terminalreporter.write_sep("-", "tfperf")
         for line in lines:

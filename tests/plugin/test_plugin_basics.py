@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import subprocess
 import sys
 
@@ -227,3 +228,32 @@ def test_misuse_fails_that_test_with_one_line_and_the_session_runs_on(pytester: 
     result.stdout.no_fnmatch_line("*pytest_tfperf/*")
     result.stdout.no_fnmatch_line("*Traceback*")
     result.stdout.no_fnmatch_line("*During handling*")
+
+# -- without TensorFlow ---------------------------------------------------------------
+
+_NO_TF_NOTE = "tfperf: TensorFlow cannot be imported: *pip install 'pytest-tfperf[[]tensorflow]'*tensorflow-cpu*"
+
+
+def test_without_tensorflow_the_plugin_says_so_once_and_plain_workloads_still_run(pytester: pytest.Pytester) -> None:
+    # In a subprocess: None in sys.modules makes every `import tensorflow` there fail.
+    pytester.makeconftest("import sys\nsys.modules['tensorflow'] = None\n")
+    pytester.makepyfile("def test_a(tfperf):\n    tfperf(lambda: sum(range(10)))\n\n"
+                        "def test_b(tfperf):\n    tfperf(lambda: None)\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=2)
+    assert len(fnmatch.filter(result.stdout.lines, _NO_TF_NOTE)) == 1
+
+
+def test_with_tensorflow_installed_nothing_is_said_and_nothing_imported(pytester: pytest.Pytester) -> None:
+    if importlib.util.find_spec("tensorflow") is None:  # importorskip would import it: seconds, for nothing
+        pytest.skip("TensorFlow is not installed")
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_unconfigure(config):\n"
+        "    print('TF_IMPORTED=' + str('tensorflow' in sys.modules))\n"
+    )
+    pytester.makepyfile("def test_a(tfperf):\n    tfperf(lambda: None)\n")
+    result = pytester.runpytest_subprocess("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["TF_IMPORTED=False"])  # looking for it did not import it
+    result.stdout.no_fnmatch_line("*TensorFlow cannot be imported*")
