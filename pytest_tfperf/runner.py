@@ -127,12 +127,13 @@ class SampleBuffer:
     """Per-iteration nanoseconds in a flat ``array('q')``, its room made before any round starts.
 
     Appending to a Python list inside a round grew the very RSS high-water mark
-    the round measures: a list of a million ints is about 40 MB of int objects
-    and pointer array (a no-op workload showed its RSS peak rising 16-18 MiB
-    per round). Here a round only stores into slots that exist already: 8 bytes
-    a sample, and ``array('q', [0]) * n`` writes every slot, so the pages are
-    resident before the probes are reset (a lazily zeroed buffer would fault
-    them in during the round and show up all the same).
+    the round measures: the list's pointer array grows by reallocation, and
+    every sample above 256 ns is an int object of its own (a no-op workload
+    showed its RSS peak rising 15-18 MiB per round, ``sum(range(1000))`` 1 MiB).
+    Here a round only stores into slots that exist already: 8 bytes a sample,
+    converted, not kept as objects; ``array('q', [0]) * n`` writes every slot,
+    so the pages are resident before the probes are reset (a lazily zeroed
+    buffer would fault them in during the round and show up all the same).
     """
 
     __slots__ = ("data", "count")

@@ -455,7 +455,7 @@ print("RESULT " + json.dumps(out))
 
 def test_the_real_rss_high_water_mark_of_a_no_op_round_stays_under_64_kib() -> None:
     # In a fresh process, so that nothing of the test session runs beside the rounds.
-    # A list of samples grew the high-water mark by 16-18 MiB a round here.
+    # A list of samples grew the high-water mark by 15-18 MiB a round here.
     done = subprocess.run([sys.executable, "-c", _HWM_NOOP_SCRIPT], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
