@@ -18,13 +18,14 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from pytest_tfperf.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
+from pytest_tfperf.runs import REFRESH, RunSummary, summarize
 from pytest_tfperf.serialization import (
     REFRESH_COMMAND,
     Field,
@@ -37,9 +38,12 @@ from pytest_tfperf.serialization import (
     measurement_from_dict,
     measurement_to_dict,
     package_version,
+    read_list,
     read_object,
     read_str,
     render_json,
+    run_summary_from_dict,
+    run_summary_to_dict,
     utc_timestamp,
 )
 
@@ -52,8 +56,12 @@ SCHEMA = "pytest-tfperf/baseline"
 # 1 - (pytest-tfperf 0.1.0) first version: one file per test, "entries" keyed by
 #     environment fingerprint, each with environment (hard, soft), measurement
 #     (per-round samples bounded to DEFAULT_MAX_SAMPLES), recorded_at, written_by.
-SCHEMA_VERSION = 1
-_MIGRATIONS: dict[int, Migration] = {}
+# 2 - each entry may hold "runs": a summary of every run behind the baseline, each measured in its own
+#     process (run_id, recorded_at, kind, throughput_per_s, memory_added_bytes, traces_steady,
+#     git_commit); "measurement" is the first of them in full. A version-1 entry has one run: its
+#     measurement (the migration is the identity; the reader summarises the measurement).
+SCHEMA_VERSION = 2
+_MIGRATIONS: dict[int, Migration] = {1: lambda document: document}
 
 DEFAULT_DIRECTORY = Path("benchmarks/baselines")
 DEFAULT_MAX_SAMPLES = 2000
@@ -61,6 +69,24 @@ _READABLE_NAME_LENGTH = 80
 _UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
 _FIX_HINT = f"restore it from git, or delete it and record it again with `{REFRESH_COMMAND}`"
+
+
+_INSTALLED = re.compile(r"^(?:.*/)?(?:site-packages|dist-packages)/")
+
+
+def stable_test_key(node_id: str) -> str:
+    """The id a test's baseline and history are stored under: its pytest node id, wherever the code is installed.
+
+    Node ids are relative to pytest's rootdir, so a test collected from an
+    installed package (``pytest --pyargs pytest_tfperf.catalog``) reads
+    ``v/lib/python3.11/site-packages/pytest_tfperf/catalog/test_catalog.py::...``
+    in one virtual environment and something else in the next. Everything up
+    to ``site-packages/`` (or ``dist-packages/``) is dropped, leaving the path
+    inside the package: the same id a source checkout of that package gives.
+    Other tests keep their node id unchanged.
+    """
+    path, separator, rest = node_id.partition("::")
+    return _INSTALLED.sub("", path.replace("\\", "/")) + separator + rest
 
 
 def baseline_file_name(test_id: str) -> str:
@@ -125,6 +151,7 @@ class StoredBaseline:
     measurement: Measurement
     recorded_at: str  # UTC, ISO 8601
     written_by: str  # pytest-tfperf version
+    runs: tuple[RunSummary, ...] = ()  # every run behind the baseline, one process each (measurement's first)
 
     @property
     def fingerprint(self) -> str:
@@ -238,6 +265,23 @@ class BaselineStore:
             ids.append(read_str(data.get("test_id"), Field(str(path), "test_id", _FIX_HINT)))
         return tuple(sorted(ids))
 
+    def baselines_for(self, environment: Environment) -> list[StoredBaseline]:
+        """Every readable baseline recorded for ``environment``; unreadable files are skipped here (the
+        test they belong to fails with the reason when it is gated)."""
+        if not self.directory.is_dir():
+            return []
+        out = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                data = load_document(path, SCHEMA, SCHEMA_VERSION, _MIGRATIONS, _FIX_HINT)
+                test_id = read_str(data.get("test_id"), Field(str(path), "test_id", _FIX_HINT))
+                entry = self._read_entries(path, test_id).get(environment.fingerprint)
+            except StorageError:
+                continue
+            if entry is not None:
+                out.append(entry[1])
+        return out
+
     def _read_entries(self, path: Path, test_id: str) -> dict[str, tuple[JsonDict, StoredBaseline]]:
         """Every entry of ``path`` (which must belong to ``test_id``), raw as stored and validated."""
         data = load_document(path, SCHEMA, SCHEMA_VERSION, _MIGRATIONS, _FIX_HINT)
@@ -265,12 +309,16 @@ class BaselineStore:
         only_improved: bool = False,
         is_improvement: Callable[[Measurement, Measurement], bool] = _better_throughput,
         recorded_at: datetime | None = None,
+        extra_runs: Mapping[str, Sequence[Measurement]] | None = None,
+        git_commit: str = "",
     ) -> SaveReport:
         """Record ``measurements`` (taken in ``environment``) as baselines, keeping every entry they do not replace.
 
         With ``only_improved``, a stored entry is replaced only when
         ``is_improvement(new, stored)`` (default: higher median throughput).
         A later measurement of the same test wins over an earlier one.
+        ``extra_runs[test_id]``: the same test measured in other processes of
+        the same refresh; each becomes one more run of the baseline.
         If any file to update cannot be read, nothing at all is written.
         """
         fingerprint = environment.fingerprint
@@ -314,7 +362,9 @@ class BaselineStore:
                     continue
                 # Entries of other environments are rewritten exactly as they were read.
                 entries = {fp: raw for fp, (raw, _) in current[test_id].items()}
-                entries[fingerprint] = self._entry_to_dict(measurement, environment, timestamp, version)
+                others = list((extra_runs or {}).get(test_id, ()))
+                entries[fingerprint] = self._entry_to_dict(measurement, environment, timestamp, version,
+                                                           others=others, git_commit=git_commit)
                 path = self.path_for(test_id)
                 document = {"entries": entries, "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
                             "test_id": test_id}
@@ -326,13 +376,16 @@ class BaselineStore:
         return SaveReport(tuple(written), tuple(not_improved), tuple(files))
 
     def _entry_to_dict(self, measurement: Measurement, environment: Environment, timestamp: str,
-                       version: str) -> JsonDict:
+                       version: str, *, others: Sequence[Measurement] = (), git_commit: str = "") -> JsonDict:
         if not measurement.environment_id:
             measurement = replace(measurement, environment_id=environment.fingerprint)
+        runs = [summarize(m, run_id=f"{timestamp}-{i + 1}", recorded_at=timestamp, kind=REFRESH,
+                          git_commit=git_commit) for i, m in enumerate([measurement, *others])]
         return {
             "environment": environment_to_dict(environment),
             "measurement": measurement_to_dict(measurement, max_samples=self.max_samples),
             "recorded_at": timestamp,
+            "runs": [run_summary_to_dict(r) for r in runs],
             "written_by": version,
         }
 
@@ -354,7 +407,7 @@ class BaselineStore:
 
 
 def _entry_from_dict(raw: object, test_id: str, key: str, where: Field) -> StoredBaseline:
-    data = read_object(raw, where, ("environment", "measurement", "recorded_at", "written_by"))
+    data = read_object(raw, where, ("environment", "measurement", "recorded_at", "written_by"), ("runs",))
     environment = environment_from_dict(data["environment"], where.key("environment"))
     if environment.fingerprint != key:
         raise where.error(f"is filed under fingerprint {key!r} but its environment has fingerprint "
@@ -364,10 +417,19 @@ def _entry_from_dict(raw: object, test_id: str, key: str, where: Field) -> Store
         raise where.key("measurement.test_id").error(f"is {measurement.test_id!r}, expected {test_id!r}")
     if measurement.environment_id not in ("", key):
         raise where.key("measurement.environment_id").error(f"is {measurement.environment_id!r}, expected {key!r}")
+    recorded_at = read_str(data["recorded_at"], where.key("recorded_at"))
+    if "runs" in data:
+        raw_runs = read_list(data["runs"], where.key("runs"))
+        if not raw_runs:
+            raise where.key("runs").error("is empty; a baseline has at least the run of its measurement")
+        runs = tuple(run_summary_from_dict(r, where.key("runs").index(i)) for i, r in enumerate(raw_runs))
+    else:  # a version-1 entry: its measurement is its only run
+        runs = (summarize(measurement, run_id=f"{recorded_at}-1", recorded_at=recorded_at, kind=REFRESH),)
     return StoredBaseline(
         test_id=test_id,
         environment=environment,
         measurement=measurement,
-        recorded_at=read_str(data["recorded_at"], where.key("recorded_at")),
+        recorded_at=recorded_at,
         written_by=read_str(data["written_by"], where.key("written_by")),
+        runs=runs,
     )

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_tfperf.model import BudgetViolation, Measurement, MemorySource
+from pytest_tfperf.model import BudgetViolation, Measurement, MemoryPeak, MemorySource
 
 _RSS_SOURCES = (MemorySource.RSS_HWM, MemorySource.RSS_SAMPLED)
 
@@ -20,6 +20,7 @@ _RSS_SOURCES = (MemorySource.RSS_HWM, MemorySource.RSS_SAMPLED)
 _EXTRA_MARKER_BUDGETS = {
     "max_input_bound_fraction": ("max", "input_bound_fraction"),
     "max_memory_growth_bytes_per_iteration": ("max", "memory_growth_bytes_per_iteration"),
+    "min_gpu_busy_fraction": ("min", "gpu_busy_fraction"),  # NVML, see gpu_busy
 }
 _NOT_EXTRA = {"max_peak_tf_bytes", "max_peak_rss_bytes", "max_peak_device_bytes", "min_throughput", "max_traces"}
 
@@ -139,8 +140,9 @@ def check_budgets(m: Measurement, budgets: Budgets) -> tuple[BudgetViolation, ..
             continue
         for peak in m.memory:
             if peak.source in sources and peak.peak_bytes is not None and peak.peak_bytes > limit:
+                note = _device_budget_note(peak) if peak.source is MemorySource.NVML else ""
                 out.append(BudgetViolation(metric=peak.metric_name, limit=limit, measured=peak.peak_bytes,
-                                           unit="bytes"))
+                                           unit="bytes", note=note))
     if budgets.min_throughput_per_s is not None and m.throughput_per_s < budgets.min_throughput_per_s:
         out.append(BudgetViolation(metric="throughput", limit=budgets.min_throughput_per_s,
                                    measured=m.throughput_per_s, unit="items/s"))
@@ -158,6 +160,22 @@ def check_budgets(m: Measurement, budgets: Budgets) -> tuple[BudgetViolation, ..
             out.append(BudgetViolation(metric=f"{name} (minimum)", limit=limit, measured=value,
                                        unit=extra_metric_unit(name)))
     return tuple(out)
+
+
+def _device_budget_note(peak: MemoryPeak) -> str:
+    """What a device budget was compared with: NVML's absolute peak, whose figure, and what the test added.
+
+    The absolute peak holds the CUDA context (about 500 MiB on an H200) and any
+    allocator pool kept from earlier tests, so a reader needs the added figure
+    beside it to tell a heavy test from a heavy process.
+    """
+    whose = {"process": "this process's NVML memory, CUDA context and allocator pool included",
+             "device": "the whole device's NVML memory, all processes on it included"}.get(peak.scope, "NVML memory")
+    added = peak.added_bytes
+    text = f"the limit applies to the absolute peak: {whose}"
+    if added is not None:
+        text += f"; the test itself added {added / 2**20:,.1f} MiB above what was in use when its rounds began"
+    return text
 
 
 def unchecked_budgets(m: Measurement, budgets: Budgets) -> tuple[str, ...]:
@@ -180,5 +198,9 @@ def unchecked_budgets(m: Measurement, budgets: Budgets) -> tuple[str, ...]:
     for kind, pairs in (("max", budgets.max_extra), ("min", budgets.min_extra)):
         for name, _ in pairs:
             if m.extra(name) is None:
-                out.append(f"{kind}_{name}: not checked: the measurement has no {name!r} figure")
+                why = [g.unavailable for g in m.gpu_busy if g.unavailable] if name == "gpu_busy_fraction" else []
+                if name == "gpu_busy_fraction" and not m.gpu_busy:
+                    why = ["NVML read no GPU: no NVIDIA driver, no nvidia-ml-py, or no GPU visible"]
+                out.append(f"{kind}_{name}: not checked: the measurement has no {name!r} figure"
+                           + (f" ({'; '.join(why)})" if why else ""))
     return tuple(out)

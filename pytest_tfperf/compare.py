@@ -91,208 +91,73 @@ Memory and traces (near-deterministic metrics)
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from pytest_tfperf import stats
+from pytest_tfperf import stats, stored_rule
+from pytest_tfperf.runs import BaselineRuns, summarize
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
-
-MIB = 2**20
-
-
-class Status(str, enum.Enum):
-    """Outcome of one metric (and of the whole verdict). Compares equal to its string value."""
-
-    REGRESSED = "regressed"
-    IMPROVED = "improved"
-    UNCHANGED = "unchanged"
-    NOISY = "noisy"
-    UNAVAILABLE = "unavailable"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class Tolerances:
-    """How far each metric may move before the gate reacts. All relative values are fractions.
-
-    ``throughput``: the slowdown the gate is built to catch (0.10 = 10%); the
-    gate decides at ``throughput * throughput_decision_fraction`` (see the
-    module docstring). ``tf_memory`` / ``rss`` / ``device_memory`` with their
-    ``*_floor_bytes``: allowed growth of the TF allocator peak, the process RSS
-    high-water mark and NVML device memory. ``traces_steady_increase``: allowed
-    extra steady-state traces (0: any increase fails). ``confidence``: of the
-    throughput test and of every reported interval. ``power``: the detection
-    probability that defines the minimum detectable change. ``noisy_cap``: the
-    widest band, as a fraction of the baseline, that round-to-round spread may
-    force on a memory metric before it is reported "noisy".
-    """
-
-    throughput: float = 0.10
-    throughput_decision_fraction: float = 0.5
-    tf_memory: float = 0.02
-    tf_memory_floor_bytes: int = 1 * MIB
-    rss: float = 0.10
-    rss_floor_bytes: int = 16 * MIB
-    device_memory: float = 0.10
-    device_memory_floor_bytes: int = 16 * MIB
-    traces_steady_increase: int = 0
-    confidence: float = 0.99
-    power: float = 0.95
-    noisy_cap: float = 0.10
-    bootstrap_resamples: int = 2000
-
-    def __post_init__(self) -> None:
-        for name in ("throughput", "throughput_decision_fraction", "confidence", "power"):
-            value = getattr(self, name)
-            if not 0.0 < value < 1.0:
-                raise ValueError(f"Tolerances.{name} must be a fraction between 0 and 1 (exclusive), got {value!r}")
-        for name in ("tf_memory", "rss", "device_memory", "noisy_cap"):
-            value = getattr(self, name)
-            if not value >= 0.0 or math.isinf(value):
-                raise ValueError(f"Tolerances.{name} must be a fraction >= 0 (0.02 means 2%), got {value!r}")
-        for name in ("tf_memory_floor_bytes", "rss_floor_bytes", "device_memory_floor_bytes", "traces_steady_increase"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"Tolerances.{name} must be a whole number >= 0, got {value!r}")
-        if self.bootstrap_resamples < 100:
-            raise ValueError(f"Tolerances.bootstrap_resamples must be at least 100, got {self.bootstrap_resamples}")
-
-    @property
-    def throughput_decision_threshold(self) -> float:
-        """Estimated slowdown (fraction of throughput lost) beyond which a significant slowdown fails."""
-        return self.throughput * self.throughput_decision_fraction
-
-    def memory_band(self, source: MemorySource) -> tuple[float, int]:
-        """(relative tolerance, absolute floor in bytes) for a memory source."""
-        if source is MemorySource.TF_ALLOCATOR:
-            return self.tf_memory, self.tf_memory_floor_bytes
-        if source is MemorySource.NVML:
-            return self.device_memory, self.device_memory_floor_bytes
-        return self.rss, self.rss_floor_bytes
-
-
-@dataclass(frozen=True, slots=True)
-class MetricVerdict:
-    """The decision for one metric.
-
-    ``relative_change`` is ``current / baseline - 1`` (negative throughput change
-    = slower; positive memory change = hungrier); ``ci_low``/``ci_high`` bound it
-    at ``confidence`` where a statistical interval exists (throughput only).
-    ``minimum_detectable_change`` is the smallest change in the bad direction,
-    relative to the baseline, that this comparison catches (``inf``: none).
-    ``decision_threshold`` is the relative change in the bad direction beyond
-    which the metric fails (given significance, for throughput).
-    """
-
-    metric: str
-    unit: str
-    direction: Direction
-    baseline_value: float | None
-    current_value: float | None
-    relative_change: float | None
-    ci_low: float | None
-    ci_high: float | None
-    status: Status
-    minimum_detectable_change: float | None
-    message: str
-    confidence: float | None = None
-    p_value: float | None = None
-    decision_threshold: float | None = None
-
-
-_PRIORITY = (Status.REGRESSED, Status.NOISY, Status.IMPROVED, Status.UNCHANGED)
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """All metric decisions for one test. ``status`` is the worst of them: regressed, then
-    noisy, then improved, then unchanged; "unavailable" only if no metric could be compared."""
-
-    test_id: str
-    metrics: tuple[MetricVerdict, ...]
-    status: Status
-    needs_remeasure: bool
-
-    @property
-    def failed(self) -> bool:
-        return self.status is Status.REGRESSED
-
-    def metric(self, name: str) -> MetricVerdict | None:
-        for m in self.metrics:
-            if m.metric == name:
-                return m
-        return None
-
-    def with_status(self, status: Status) -> tuple[MetricVerdict, ...]:
-        return tuple(m for m in self.metrics if m.status is status)
-
-    def summary(self) -> str:
-        """Short text of what moved (for notices and tables); 'unchanged' when nothing did."""
-        moved = [m for m in self.metrics if m.status in (Status.REGRESSED, Status.IMPROVED, Status.NOISY)]
-        if not moved:
-            return "unchanged against its baseline"
-        return "; ".join(_short(m) for m in moved)
-
-    def failure_message(self, baseline_fingerprint: str, refresh_hint: str, *, paired_with: str | None = None,
-                        partner: bool = False) -> str:
-        """Why the test failed: which metric moved, from what to what, how sure, against which baseline, how to refresh.
-
-        ``paired_with`` names the reference variant of a paired verdict, which
-        has no stored baseline to refresh; with ``partner`` it names the other
-        version of the code (``--tfperf-against``).
-        """
-        regressed = self.with_status(Status.REGRESSED)
-        if paired_with is None:
-            lines = [f"{self.test_id}: performance regressed against its baseline"]
-        elif partner:
-            lines = [f"{self.test_id}: performance regressed against {paired_with}, "
-                     "the same test measured beside it in a partner session"]
-        else:
-            lines = [f"{self.test_id}: performance regressed against variant '{paired_with}', measured beside it"]
-        lines += [f"  {m.message}" for m in regressed]
-        for m in self.with_status(Status.NOISY):
-            lines.append(f"  (also) {m.message}")
-        if paired_with is None:
-            lines.append(f"  compared against the baseline recorded for environment fingerprint {baseline_fingerprint}")
-            lines.append(f"  if this change is intended, refresh the baseline: {refresh_hint}")
-        elif partner:
-            lines.append(f"  compared round by round, the two versions taking turns on this machine (environment "
-                         f"{baseline_fingerprint}); no stored baseline is involved")
-        else:
-            lines.append(f"  compared round by round with '{paired_with}' in this run (environment "
-                         f"{baseline_fingerprint}); no stored baseline is involved")
-        return "\n".join(lines)
-
-    def improvement_message(self, refresh_hint: str) -> str | None:
-        """A notice for metrics that improved beyond their tolerance, or ``None``."""
-        improved = self.with_status(Status.IMPROVED)
-        if not improved:
-            return None
-        what = "; ".join(_short(m) for m in improved)
-        return f"{self.test_id}: {what}: refresh the baseline to lock in the gain: {refresh_hint}"
-
+from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is where callers find the verdict types
+    MIB,
+    MetricVerdict,
+    Status,
+    Tolerances,
+    Verdict,
+    _fmt,
+    _overall,
+    _pct,
+    _share,
+    _signed_mib,
+    _unavailable,
+    slowdown_text,
+)
 
 # ---------------------------------------------------------------------------
 # judge
 
 
-def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *, seed: int = 0) -> Verdict:
-    """Compare ``current`` with ``baseline`` metric by metric (see the module docstring for the rules)."""
-    if current.test_id != baseline.test_id:
-        raise ValueError(
-            f"judge() compares a test with its own baseline, got current {current.test_id!r} "
-            f"and baseline {baseline.test_id!r}"
-        )
-    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
-        raise ValueError(
-            f"{current.test_id}: refusing to compare measurements from different environments "
-            f"(current {current.environment_id}, baseline {baseline.environment_id}); "
-            "look up the baseline recorded for the current environment fingerprint instead"
-        )
+def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *,
+          runs: BaselineRuns | None = None, confirmation: Measurement | None = None) -> Verdict:
+    """The stored-baseline gate: ``current`` against ``baseline`` and its runs, metric by metric.
+
+    ``runs`` are the baseline's runs (each from its own process) and recorded
+    history; without them ``baseline`` counts as a single run, which is too
+    few to judge throughput (see ``stored_rule``). ``confirmation`` is the
+    same test measured in a fresh process after a first verdict with
+    ``needs_confirmation``: a throughput or memory regression stands only if
+    both processes show it.
+    """
+    _check_same_test(current, baseline)
+    if confirmation is not None:
+        _check_same_test(confirmation, baseline)
+    if runs is None or not runs.runs:
+        runs = BaselineRuns(runs=(summarize(baseline, run_id="baseline", recorded_at=""),))
+    metrics = [_judge_stored_throughput(current, confirmation, runs, tolerances)]
+    metrics += _judge_memory(current.memory, baseline.memory, tolerances, runs=runs,
+                             confirmation=None if confirmation is None else confirmation.memory)
+    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
+                                 current_iterations=current.timings.iterations,
+                                 baseline_iterations=baseline.timings.iterations))
+    confirmable = [m for m in metrics if m.status is Status.REGRESSED and m.metric != "traces_steady"]
+    return Verdict(
+        test_id=current.test_id,
+        metrics=tuple(metrics),
+        status=_overall(metrics),
+        needs_remeasure=False,
+        needs_confirmation=confirmation is None and bool(confirmable),
+        confirmed=confirmation is not None,
+    )
+
+
+def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolerances, *, seed: int = 0) -> Verdict:
+    """Two single runs compared on their rounds (``tfperf-compare OLD NEW``): the within-run rule.
+
+    It knows how much rounds vary inside each run, not how much whole
+    processes differ, so on a noisy machine it alarms on unchanged code
+    (``benchmarks/results/validation.md``); the gate uses ``judge`` with a
+    baseline's runs instead.
+    """
+    _check_same_test(current, baseline)
     throughput, borderline = _judge_throughput(current.timings, baseline.timings, tolerances, seed)
     metrics = [throughput]
     metrics += _judge_memory(current.memory, baseline.memory, tolerances)
@@ -305,6 +170,20 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
         status=_overall(metrics),
         needs_remeasure=borderline,
     )
+
+
+def _check_same_test(current: Measurement, baseline: Measurement) -> None:
+    if current.test_id != baseline.test_id:
+        raise ValueError(
+            f"judge() compares a test with its own baseline, got current {current.test_id!r} "
+            f"and baseline {baseline.test_id!r}"
+        )
+    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
+        raise ValueError(
+            f"{current.test_id}: refusing to compare measurements from different environments "
+            f"(current {current.environment_id}, baseline {baseline.environment_id}); "
+            "look up the baseline recorded for the current environment fingerprint instead"
+        )
 
 
 def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolerances) -> Verdict:
@@ -334,12 +213,6 @@ def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolera
     return Verdict(test_id=current.test_id, metrics=tuple(metrics), status=_overall(metrics),
                    needs_remeasure=borderline)
 
-
-def _overall(metrics: Sequence[MetricVerdict]) -> Status:
-    for status in _PRIORITY:
-        if any(m.status is status for m in metrics):
-            return status
-    return Status.UNAVAILABLE
 
 
 # -- throughput -------------------------------------------------------------
@@ -447,6 +320,76 @@ def _throughput_sentence(status: Status, change: float, mde: float, tol: Toleran
         return noisy
     return (f"unchanged within the {d:.1%} decision threshold (tolerance {tolerance}; "
             f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+
+
+def _judge_stored_throughput(current: Measurement, confirmation: Measurement | None, runs: BaselineRuns,
+                             tol: Tolerances) -> MetricVerdict:
+    """Throughput against the prediction bound of the baseline's runs (``stored_rule``)."""
+    name, unit = "throughput", "items/s"
+    values = [current.throughput_per_s] + ([] if confirmation is None else [confirmation.throughput_per_s])
+    base = runs.throughputs()
+    if not base or min(values) <= 0 or not all(math.isfinite(v) for v in values):
+        return _unavailable(name, unit, Direction.HIGHER_IS_BETTER,
+                            f"{name}: not compared: the baseline or this run has no positive throughput")
+    own = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
+    spread = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()],
+                                    floor=runs.machine_spread)
+    d = tol.throughput_decision_threshold
+    confidence = tol.stored_throughput_confidence
+    call = stored_rule.judge_throughput(spread, values, confidence=confidence, threshold=d,
+                                        tolerance=tol.throughput)
+    base_value = math.exp(spread.level)
+    cur_value = math.exp(math.fsum(math.log(v) for v in values) / len(values))
+    n, k = spread.n_runs, spread.n_history
+    behind = f"{n} baseline run{'s' if n != 1 else ''}" + (f" and {k} recorded run{'s' if k != 1 else ''}" if k else "")
+    common = dict(metric=name, unit=unit, direction=Direction.HIGHER_IS_BETTER, baseline_value=base_value,
+                  current_value=cur_value, relative_change=call.change, confidence=confidence,
+                  decision_threshold=-d, baseline_runs=n, history_runs=k)
+    if call.status == "unknown":
+        message = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}): not judged: "
+                   f"the baseline has {behind} of this environment, and the gate needs at least "
+                   f"{stored_rule.MIN_RUNS} runs, each in its own process, to learn how far this machine's speed "
+                   f"moves between processes (one process cannot tell a slow process from a slowdown); refresh "
+                   f"it with `pytest --tfperf --tfperf-update` (it measures {stored_rule.DEFAULT_RUNS} runs) or "
+                   "record runs on the main branch with --tfperf-record")
+        return MetricVerdict(**common, ci_low=None, ci_high=None, status=Status.NOISY,  # type: ignore[arg-type]
+                             minimum_detectable_change=math.inf, message=message)
+    conf = _share(confidence)
+    per_run = [math.expm1(math.log(v) - spread.level) for v in values]
+    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}, "
+            f"{conf} CI {_pct(call.ci_low)} to {_pct(call.ci_high)})")
+    floored = runs.machine_spread > 0 and own.sd < runs.machine_spread
+    varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this machine's "
+              f"tests typically by {math.expm1(runs.machine_spread):.1%}, the spread assumed"
+              if floored else f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})")
+    spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
+    limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
+    if call.detection_limit > tol.throughput:
+        limit_text += (f", wider than the {_share(tol.throughput)} tolerance: for finer changes on this machine, "
+                       "measure the other version beside this one with --tfperf-against=origin/main")
+    if call.status == "regressed":
+        status = Status.REGRESSED
+        if confirmation is None:
+            seen = f"this process ran {-per_run[0]:.1%} slower than the baseline, below its bound"
+        else:
+            seen = (f"this process ran {-per_run[0]:.1%} and a fresh process {-per_run[1]:.1%} slower than the "
+                    "baseline, both below its bound")
+        body = (f"slower than the baseline: {seen}; {spread_text} (p = {call.p_value:.2g}), and the change is beyond "
+                f"the {d:.1%} decision threshold; {limit_text}")
+    elif call.status == "improved":
+        status = Status.IMPROVED
+        body = (f"faster than the baseline by {call.change:.1%}, above its {conf} prediction bound and beyond the "
+                f"{_share(tol.throughput)} tolerance; {spread_text}")
+    else:
+        status = Status.UNCHANGED
+        if confirmation is not None and len(per_run) == 2:
+            body = (f"not confirmed: this process ran {_pct(per_run[0])} against the baseline, but a fresh process "
+                    f"ran {_pct(per_run[1])}; {spread_text}; {limit_text}")
+        else:
+            body = f"unchanged: within the bound; {spread_text}; {limit_text}"
+    return MetricVerdict(**common, ci_low=call.ci_low, ci_high=call.ci_high, status=status,  # type: ignore[arg-type]
+                         minimum_detectable_change=call.detection_limit, message=f"{head}: {body}",
+                         p_value=call.p_value)
 
 
 def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerances) -> tuple[MetricVerdict, bool]:
@@ -583,7 +526,8 @@ def _log_spread(values: Sequence[float]) -> float:
 
 
 def _judge_memory(current: Sequence[MemoryPeak], baseline: Sequence[MemoryPeak],
-                  tol: Tolerances) -> list[MetricVerdict]:
+                  tol: Tolerances, *, runs: BaselineRuns | None = None,
+                  confirmation: Sequence[MemoryPeak] | None = None) -> list[MetricVerdict]:
     out: list[MetricVerdict] = []
     keys: list[tuple[MemorySource, str]] = []
     for peak in list(baseline) + list(current):
@@ -603,7 +547,9 @@ def _judge_memory(current: Sequence[MemoryPeak], baseline: Sequence[MemoryPeak],
             msg = f"{name}: not compared: unavailable in the {side} ({why})"
             out.append(_unavailable(name, "bytes", Direction.LOWER_IS_BETTER, msg))
         else:
-            out.append(_judge_one_memory(name, base, cur, tol))
+            again = None if confirmation is None else _find(confirmation, source, device)
+            out.append(_judge_one_memory(name, base, cur, tol, runs=runs,
+                                         confirmation=again if again is not None and again.available else None))
     return out
 
 
@@ -618,22 +564,31 @@ def _find(peaks: Sequence[MemoryPeak], source: MemorySource, device: str) -> Mem
 _SPREAD_MARGIN = 1.5
 
 
-def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Tolerances) -> MetricVerdict:
+def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Tolerances, *,
+                      runs: BaselineRuns | None = None, confirmation: MemoryPeak | None = None) -> MetricVerdict:
     assert base.peak_bytes is not None and cur.peak_bytes is not None
     rel, floor = tol.memory_band(base.source)
     # The workload's own peak: what each round added above the memory in use
     # when it began, so leftovers of earlier tests or of an interleaved
     # variant do not move it.
-    base_b, cur_b = float(base.added_bytes or 0), float(cur.added_bytes or 0)
+    stored = runs.memory(name) if runs is not None else []
+    between_runs = stored_rule.run_spread([float(v) for v in stored],
+                                          [float(v) for v in runs.history_memory(name)] if runs is not None else [])
+    base_b = between_runs.level if stored else float(base.added_bytes or 0)
+    cur_b = float(cur.added_bytes or 0)
     configured = max(rel * base_b, float(floor))
     spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_added_bytes),
                                   round_spread_bytes(cur.per_round_added_bytes))
-    allowed = max(configured, spread)
+    # Processes differ more than one process's rounds do (the executor's op order, allocator state): the
+    # prediction bound over the baseline's runs, when there are enough of them to estimate it.
+    between = between_runs.prediction_half_width(tol.confidence) if between_runs.known else 0.0
+    allowed = max(configured, spread, between)
     delta = cur_b - base_b
+    again = None if confirmation is None else float(confirmation.added_bytes or 0) - base_b
     change = delta / base_b if base_b > 0 else None
     mdc = allowed / base_b if base_b > 0 else None
-    noise_limited = base_b > 0 and spread > configured and spread > tol.noisy_cap * base_b
-    if delta > allowed:
+    noise_limited = base_b > 0 and max(spread, between) > configured and max(spread, between) > tol.noisy_cap * base_b
+    if delta > allowed and (again is None or again > allowed):
         status = Status.REGRESSED
     elif -delta > allowed:
         status = Status.IMPROVED
@@ -644,18 +599,29 @@ def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Toleran
 
     pct = f"{_pct(change)}, " if change is not None else ""
     head = f"{name}: {_fmt(base_b, 'bytes')} -> {_fmt(cur_b, 'bytes')} ({pct}{_signed_mib(delta)})"
+    if between_runs.known:
+        runs_part = (f", {_share(tol.confidence)} bound over {between_runs.n_runs} runs in separate processes = "
+                     f"{_fmt(between, 'bytes')}")
+    elif stored:
+        runs_part = f"; between-process spread unknown: {len(stored)} run(s), {stored_rule.MIN_RUNS} needed"
+    else:
+        runs_part = ""
     band = (f"allowed {_signed_mib(allowed)} = max({_share(rel)} of baseline, floor {_fmt(floor, 'bytes')}, "
-            f"1.5 x round-to-round spread = {_fmt(spread, 'bytes')})")
+            f"1.5 x round-to-round spread = {_fmt(spread, 'bytes')}{runs_part})")
     if status is Status.REGRESSED:
-        body = f"more memory than the baseline beyond the band: {band}; peaks are measured, not estimated"
+        seen = "" if again is None else f" (a fresh process added {_signed_mib(again)}: confirmed)"
+        body = f"more memory than the baseline beyond the band{seen}: {band}; peaks are measured, not estimated"
     elif status is Status.IMPROVED:
         body = f"less memory than the baseline beyond the band: {band}"
     elif status is Status.NOISY:
         body = (f"too noisy to decide: the per-round peaks vary so much that only changes "
                 f"beyond {_signed_mib(allowed)} are caught; {band}")
+    elif again is not None and delta > allowed:
+        body = f"not confirmed: a fresh process added {_signed_mib(again)}, within the band: {band}"
     else:
         body = f"unchanged: {band}"
     return MetricVerdict(
+        baseline_runs=len(stored) or None,
         metric=name,
         unit="bytes",
         direction=Direction.LOWER_IS_BETTER,
@@ -739,22 +705,6 @@ def _judge_traces(current: int | None, baseline: int | None, tol: Tolerances, *,
     )
 
 
-def _unavailable(name: str, unit: str, direction: Direction, message: str) -> MetricVerdict:
-    return MetricVerdict(
-        metric=name,
-        unit=unit,
-        direction=direction,
-        baseline_value=None,
-        current_value=None,
-        relative_change=None,
-        ci_low=None,
-        ci_high=None,
-        status=Status.UNAVAILABLE,
-        minimum_detectable_change=None,
-        message=message,
-    )
-
-
 # ---------------------------------------------------------------------------
 # pool
 
@@ -793,6 +743,8 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
             memory.append(peak)
     # Diagnoses and derived metrics describe a whole measurement: the later one
     # stands for the pair (its figures are the freshest), the earlier fills gaps.
+    from pytest_tfperf import gpu_busy
+
     later_kinds = {d.kind for d in b.diagnoses}
     later_extras = {name for name, _ in b.extra_metrics}
     return Measurement(
@@ -805,6 +757,7 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         diagnoses=b.diagnoses + tuple(d for d in a.diagnoses if d.kind not in later_kinds),
         extra_metrics=b.extra_metrics + tuple((k, v) for k, v in a.extra_metrics if k not in later_extras),
         environment_id=a.environment_id or b.environment_id,
+        gpu_busy=gpu_busy.pool(a.gpu_busy, b.gpu_busy),
     )
 
 
@@ -821,6 +774,7 @@ def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:
         per_round_peak_bytes=a.per_round_peak_bytes + b.per_round_peak_bytes,
         per_round_start_bytes=(a.per_round_start_bytes + b.per_round_start_bytes
                                if a.per_round_start_bytes and b.per_round_start_bytes else ()),
+        scope=a.scope if a.scope == b.scope else "", detail=a.detail,
     )
 
 
@@ -830,52 +784,3 @@ def _max_optional(x: int | None, y: int | None) -> int | None:
     if y is None:
         return x
     return max(x, y)
-
-
-# ---------------------------------------------------------------------------
-# formatting
-
-
-def _fmt(value: float, unit: str) -> str:
-    if unit == "bytes":
-        return f"{value / MIB:,.1f} MiB"
-    if unit == "items/s":
-        return f"{value:,.1f} items/s"
-    return f"{value:g} {unit}"
-
-
-def _pct(fraction: float | None) -> str:
-    if fraction is None:
-        return "n/a"
-    return f"{fraction * 100:+.1f}%"
-
-
-def _share(fraction: float) -> str:
-    """A fraction as a percentage without noise digits: 0.1 -> '10%', 0.075 -> '7.5%', 0.995 -> '99.5%'."""
-    text = f"{fraction * 100:.2f}".rstrip("0").rstrip(".")
-    return f"{text}%"
-
-
-def _signed_mib(delta_bytes: float) -> str:
-    return f"{delta_bytes / MIB:+,.1f} MiB"
-
-
-def _short(m: MetricVerdict) -> str:
-    if m.status is Status.NOISY:
-        mdc = m.minimum_detectable_change
-        what = "any change" if mdc is None or math.isinf(mdc) else f"changes below {mdc:.0%}"
-        return f"{m.metric} too noisy to decide ({what} could go unseen)"
-    if m.relative_change is None:
-        return f"{m.metric} {m.status.value} ({_fmt_opt(m.baseline_value, m.unit)} -> {_fmt_opt(m.current_value, m.unit)})"
-    if m.direction is Direction.HIGHER_IS_BETTER:
-        word = "faster" if m.relative_change > 0 else "slower"
-    else:
-        word = "more" if m.relative_change > 0 else "less"
-    text = f"{m.metric} {word} than baseline by {abs(m.relative_change):.0%}"
-    if m.ci_low is not None and m.ci_high is not None:
-        text += f" ({_share(m.confidence or 0.0)} CI {_pct(m.ci_low)} to {_pct(m.ci_high)})"
-    return text
-
-
-def _fmt_opt(value: float | None, unit: str) -> str:
-    return "n/a" if value is None else _fmt(value, unit)

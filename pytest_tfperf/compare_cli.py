@@ -2,7 +2,7 @@
 
 For CI jobs that keep ``--tfperf-json`` artifacts (for example main against a
 pull request, measured on the same runner): every test present in both files
-is judged with ``compare.judge``, one line per test, then a summary.
+is judged with ``compare.judge_rounds`` (one run on each side: the within-run rule), one line per test, then a summary.
 
 Exit status: 0 nothing regressed, 1 at least one test regressed, 2 the
 comparison could not be made (bad arguments or files, environments whose hard
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pytest_tfperf.baseline_store import key_differences
-from pytest_tfperf.compare import Status, Tolerances, Verdict, judge
+from pytest_tfperf.compare import Status, Tolerances, Verdict, judge_rounds
 from pytest_tfperf.results_json import ResultsDocument, load_results
 from pytest_tfperf.serialization import StorageError
 
@@ -83,7 +83,7 @@ def compare_documents(old: ResultsDocument, new: ResultsDocument, tolerances: To
         before = dataclasses.replace(before, environment_id="")
         after = dataclasses.replace(after, environment_id="")
         try:
-            verdict = judge(after, before, tolerances, seed=seed)
+            verdict = judge_rounds(after, before, tolerances, seed=seed)
         except ValueError as exc:
             out.append(TestComparison(test_id, note=str(exc), error=True))
             continue

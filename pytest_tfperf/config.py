@@ -15,6 +15,10 @@ from typing import Any
 DEFAULT_BASELINE_DIR = "benchmarks/baselines"
 # Set in a partner session (see ``partner``): the pipes to the session that drives it.
 PARTNER_ENV = "TFPERF_PARTNER_FDS"
+# Set in the extra processes of a refresh (see ``refresh``): where that process writes its results, and
+# that it only measures (no baselines, no history, no gate).
+RUN_CHILD_ENV = "TFPERF_REFRESH_RESULTS"
+DEFAULT_RUNS = 5  # processes a refresh measures each test in (stored_rule.DEFAULT_RUNS)
 
 
 def positive_float(text: str) -> float:
@@ -66,9 +70,12 @@ class SessionConfig:
     stall_ceiling_s: float = 300.0
     watchdog: bool = True
     remeasure: bool = True
-    # What a stored-baseline throughput regression does: "warn" reports it, "fail" fails the test.
-    # Memory, trace and paired verdicts always fail. See README "How a regression is decided".
-    throughput_gate: str = "warn"
+    # What a stored-baseline throughput regression does: "fail" (default) fails the test, "warn" reports it.
+    # Memory, trace and paired verdicts always fail. See docs/gates.md.
+    throughput_gate: str = "fail"
+    runs: int = DEFAULT_RUNS  # --tfperf-update: processes each test is measured in
+    record: bool = False  # --tfperf-record: add this run to the history (never to the baseline)
+    gate: bool = True  # False in a refresh's extra processes: they measure, nothing is compared
     hard_exit: bool = True  # arm faulthandler as a last resort against a wedged GIL
     # --tfperf-against: a git revision or directory whose code is measured beside this one, round by round.
     against: str | None = None
@@ -88,6 +95,7 @@ MARKER_FIELDS: dict[str, str] = {
     "max_traces": "budget: tf.function traces in the steady state",
     "max_input_bound_fraction": "budget: fraction of each step spent waiting for input",
     "max_memory_growth_bytes_per_iteration": "budget: memory growth slope",
+    "min_gpu_busy_fraction": "budget: share of the measured time the GPU ran a kernel (NVML, median round)",
     "gate": "compare with the stored baseline (default True)",
     "watchdog": "fail a stalled iteration instead of hanging (default True)",
     "stall_multiple": "stall deadline as a multiple of the typical iteration",
@@ -113,6 +121,7 @@ class MarkerOptions:
     max_traces: int | None = None
     max_input_bound_fraction: float | None = None
     max_memory_growth_bytes_per_iteration: float | None = None
+    min_gpu_busy_fraction: float | None = None
     gate: bool = True
     watchdog: bool | None = None
     stall_multiple: float | None = None
@@ -147,6 +156,9 @@ def _check_marker_value(name: str, value: Any, where: str) -> None:
         raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a whole number >= 1, got {value!r}")
     if name in ("tolerance", "max_input_bound_fraction") and not 0 < value < 1:
         raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a fraction between 0 and 1, got {value!r}")
+    if name == "min_gpu_busy_fraction" and not 0 < value <= 1:
+        raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) must be a fraction above 0 and at most 1, "
+                         f"got {value!r}")
     if name == "stall_multiple" and value <= 1:
         raise ValueError(f"{where}: @pytest.mark.tfperf(stall_multiple=...) must be > 1, got {value!r}")
     if name == "warmup_s" and value < 0:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_tfperf import memory_growth
+from pytest_tfperf import gpu_busy, memory_growth
 from pytest_tfperf.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
 from pytest_tfperf.model import Diagnosis, Timings
 from pytest_tfperf.runner import RawRun
@@ -50,6 +50,7 @@ def analyse(raw: RawRun, *, growth_floor_bytes: float = GROWTH_FLOOR_BYTES) -> t
             extras.append((DATASET_ALONE_METRIC, _elements_per_s(raw.input_split.dataset_alone)))
             extras.append((STEP_ALONE_METRIC, _elements_per_s(raw.input_split.step_alone)))
         diagnoses.append(d)
+    gpu_busy.extend_analysis(raw, extras, diagnoses)  # "the GPU waits", beside the input-wait figure above
     if raw.memory_series:
         growth_extras, growth_diagnosis = memory_growth_diagnosis(raw.memory_series, floor_bytes=growth_floor_bytes)
         extras += growth_extras

@@ -37,8 +37,10 @@ class TfPerf:
     Without ``--tfperf`` each method runs its workload once, as a smoke test.
     """
 
-    def __init__(self, test_id: str, options: MarkerOptions, session: Any, config: SessionConfig) -> None:
-        self._test_id = test_id
+    def __init__(self, test_id: str, options: MarkerOptions, session: Any, config: SessionConfig, *,
+                 node_id: str | None = None) -> None:
+        self._test_id = test_id  # the stable key results and baselines are stored under
+        self._node_id = node_id or test_id  # pytest's node id: what a partner session is asked to run
         self._options = options
         self._session = session
         self._config = config

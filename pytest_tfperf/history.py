@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from pytest_tfperf.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
+from pytest_tfperf.runs import RECORD, REFRESH, RunSummary
 from pytest_tfperf.serialization import StorageError, package_version, summarize_timings, utc_timestamp
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ COLUMNS = ("recorded_at", "run_id", "test_id", "metric", "value", "unit", "finge
            "git_commit")
 _HEADER = ",".join(COLUMNS)
 _UNIT_SUFFIXES = (("_ns", "ns"), ("_bytes", "bytes"), ("_per_s", "1/s"), ("_fraction", "fraction"), ("_s", "s"))
+ADDED_PREFIX = "added_"
 _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # SHA-1 or SHA-256
 
 
@@ -57,6 +59,11 @@ class HistoryRow:
     fingerprint: str
     package_version: str
     git_commit: str
+
+    @property
+    def kind(self) -> str:
+        """``record`` for runs of --tfperf-record, ``refresh`` for --tfperf-update (older rows: refreshes)."""
+        return RECORD if f"-{RECORD}-" in self.run_id else REFRESH
 
     def as_tuple(self) -> tuple[str, ...]:
         return (self.recorded_at, self.run_id, self.test_id, self.metric, _format_value(self.value), self.unit,
@@ -92,6 +99,9 @@ def measurement_metrics(measurement: Measurement) -> list[tuple[str, float, str]
     for peak in measurement.memory:
         if peak.peak_bytes is not None:
             out.append((peak.metric_name, float(peak.peak_bytes), "bytes"))
+            if peak.added_bytes is not None:
+                # What the memory gate compares: the most a round added above the memory in use when it began.
+                out.append((ADDED_PREFIX + peak.metric_name, float(peak.added_bytes), "bytes"))
     if measurement.traces_first_call is not None:
         out.append(("traces_first_call", float(measurement.traces_first_call), "count"))
     if measurement.traces_steady is not None:
@@ -146,17 +156,19 @@ def append_history(
     *,
     recorded_at: datetime | None = None,
     git_commit: str | None = None,
+    kind: str = REFRESH,
 ) -> Path:
     """Append one run's rows to ``directory/history.csv`` (created with its header if missing).
 
     The whole file is rewritten atomically under the directory lock, so
     concurrent runs each add their rows and a crash never leaves half a row.
-    ``git_commit=None`` asks git (best effort); ``run_id=None`` makes a unique one.
+    ``git_commit=None`` asks git (best effort); ``run_id=None`` makes a unique one that says
+    the run's ``kind`` (``refresh`` or ``record``): the gate learns its spread from recorded runs.
     """
     directory = Path(directory)
     timestamp = utc_timestamp(recorded_at)
     if run_id is None:
-        run_id = f"{timestamp}-{uuid.uuid4().hex[:8]}"
+        run_id = f"{timestamp}-{kind}-{uuid.uuid4().hex[:8]}"
     if not run_id or "\n" in run_id:
         raise ValueError(f"run_id must be a non-empty single line, got {run_id!r}")
     try:
@@ -229,6 +241,38 @@ def read_history_rows(path: Path) -> list[HistoryRow]:
                                f"or delete that line.", path)
         rows.append(HistoryRow(record[0], record[1], record[2], record[3], value, *record[5:]))
     return rows
+
+
+def recorded_runs(rows: Iterable[HistoryRow]) -> dict[tuple[str, str], list[RunSummary]]:
+    """The recorded runs (``--tfperf-record``) per (test id, fingerprint), oldest first.
+
+    Rows are grouped by run id; a run without a throughput figure is left out.
+    Duplicated rows (left by union merges) collapse into one run.
+    """
+    grouped: dict[tuple[str, str, str], dict[str, object]] = {}
+    for row in rows:
+        if row.kind != RECORD:
+            continue
+        run = grouped.setdefault((row.test_id, row.fingerprint, row.run_id),
+                                 {"recorded_at": row.recorded_at, "commit": row.git_commit, "memory": {}})
+        if row.metric == "throughput_per_s":
+            run["throughput"] = row.value
+        elif row.metric == "traces_steady":
+            run["traces"] = int(row.value)
+        elif row.metric.startswith(ADDED_PREFIX):
+            run["memory"][row.metric[len(ADDED_PREFIX):]] = int(row.value)  # type: ignore[index]
+    out: dict[tuple[str, str], list[RunSummary]] = {}
+    for (test_id, fingerprint, run_id), run in grouped.items():
+        if "throughput" not in run:
+            continue
+        out.setdefault((test_id, fingerprint), []).append(RunSummary(
+            run_id=run_id, recorded_at=str(run["recorded_at"]), kind=RECORD,
+            throughput_per_s=float(run["throughput"]),  # type: ignore[arg-type]
+            memory_added_bytes=tuple(sorted(run["memory"].items())),  # type: ignore[attr-defined]
+            traces_steady=run.get("traces"), git_commit=str(run["commit"])))  # type: ignore[arg-type]
+    for runs in out.values():
+        runs.sort(key=lambda r: (r.recorded_at, r.run_id))
+    return out
 
 
 def load_history(directory: str | Path) -> pandas.DataFrame:

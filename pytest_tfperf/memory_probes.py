@@ -99,6 +99,9 @@ def collect_peak(probe: MemoryProbe, per_round: Sequence[int | None], baseline: 
     values = tuple(int(v) for v in per_round if v is not None)
     # Per-round starting points only where every round has one: a partial list cannot be aligned.
     known_starts = tuple(int(v) for v in starts if v is not None)
+    # Scope and detail only where the figure's meaning varies from one machine to the next (NVML: this
+    # process or the whole device); other sources always mean the same thing, and their records stay as they were.
+    scope = str(getattr(probe, "scope", "") or "")
     return MemoryPeak(
         probe.source,
         probe.device,
@@ -106,6 +109,8 @@ def collect_peak(probe: MemoryProbe, per_round: Sequence[int | None], baseline: 
         baseline_bytes=baseline,
         per_round_peak_bytes=values,
         per_round_start_bytes=known_starts if len(known_starts) == len(values) else (),
+        scope=scope,
+        detail=str(getattr(probe, "detail", "")) if scope else "",
     )
 
 

@@ -46,10 +46,16 @@ class MemoryPeak:
     per_round_peak_bytes: tuple[int, ...] = ()
     unavailable: str | None = None
     per_round_start_bytes: tuple[int, ...] = ()  # in use when each round began (the peak was reset)
+    # Which figure it is, for sources that can measure more than this process: NVML reads this process's
+    # memory when its pid is in the driver's list, else the whole device's (all processes). "" otherwise.
+    scope: str = ""  # "process", "device" or ""
+    detail: str = ""  # the probe's own words on what it measured (which figure, how sampled)
 
     def __post_init__(self) -> None:
         if (self.peak_bytes is None) == (self.unavailable is None):
             raise ValueError("MemoryPeak needs exactly one of peak_bytes or unavailable")
+        if self.scope not in ("", "process", "device"):
+            raise ValueError(f"MemoryPeak scope must be 'process', 'device' or '', got {self.scope!r}")
 
     @property
     def metric_name(self) -> str:
@@ -83,6 +89,55 @@ class MemoryPeak:
         if added:
             return max(added)
         return self.peak_bytes - (self.baseline_bytes or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuBusy:
+    """How busy one GPU was during the measured rounds, from NVML's utilisation counter.
+
+    ``per_round_fraction`` is, per round, the mean of NVML's device-wide
+    "a kernel was running" percentage (``nvmlDeviceGetUtilizationRates().gpu``,
+    all processes), read by the memory probe's sampler. The counter covers a
+    trailing window of 1/6 s to 1 s depending on the board, so a round shorter
+    than that partly reads the time before it. ``per_round_process_fraction``
+    is this process's SM share (``nvmlDeviceGetProcessUtilization``), ``None``
+    for a round where NVML held no sample of this process. Either is empty,
+    with the reason in ``unavailable`` / ``process_unavailable``, when NVML
+    cannot say.
+    """
+
+    device: str  # "GPU:0"
+    per_round_fraction: tuple[float, ...] = ()
+    per_round_process_fraction: tuple[float | None, ...] = ()
+    unavailable: str | None = None
+    process_unavailable: str | None = None
+    # True: this process was in NVML's list of compute processes on this GPU during a round; False: the
+    # list was empty (no process had a CUDA context there); None: unknown (not listed among others, which
+    # is also what a container without --pid=host shows).
+    process_on_gpu: bool | None = None
+    samples: int = 0  # device-wide readings over all rounds
+
+    def __post_init__(self) -> None:
+        if bool(self.per_round_fraction) == (self.unavailable is not None):
+            raise ValueError("GpuBusy needs exactly one of per_round_fraction or unavailable")
+        for value in (*self.per_round_fraction, *(v for v in self.per_round_process_fraction if v is not None)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"GpuBusy fractions must lie in [0, 1], got {value!r}")
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable is None
+
+    @property
+    def fraction(self) -> float | None:
+        """The median round's device-wide busy fraction (None if unavailable)."""
+        return stats.median(self.per_round_fraction) if self.per_round_fraction else None
+
+    @property
+    def process_fraction(self) -> float | None:
+        """The median round's share of this process, over the rounds that have one (None if none has)."""
+        values = [v for v in self.per_round_process_fraction if v is not None]
+        return stats.median(values) if values else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +234,7 @@ class Measurement:
     # "memory_growth_bytes_per_iteration"), with their units in the name.
     extra_metrics: tuple[tuple[str, float], ...] = ()
     environment_id: str = ""  # hash of the hard keys of the environment fingerprint
+    gpu_busy: tuple[GpuBusy, ...] = ()  # one per GPU that NVML sampled; empty without NVML
 
     @property
     def throughput_per_s(self) -> float:
@@ -250,9 +306,11 @@ class BudgetViolation:
     limit: float
     measured: float
     unit: str
+    note: str = ""  # what the limit was compared with, when that is not obvious (absolute peak vs added)
 
     def message(self) -> str:
-        return f"{self.metric}: measured {_fmt(self.measured, self.unit)}, limit {_fmt(self.limit, self.unit)}"
+        text = f"{self.metric}: measured {_fmt(self.measured, self.unit)}, limit {_fmt(self.limit, self.unit)}"
+        return f"{text} ({self.note})" if self.note else text
 
 
 def _fmt(value: float, unit: str) -> str:

@@ -357,6 +357,11 @@ class PairedRun:
         if (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
             self._partner_round(index)
 
+    def measure_alone(self, rounds: int) -> None:
+        """Let the partner measure all its rounds while this session waits (a confirmation in a fresh process)."""
+        for index in range(rounds):
+            self._partner_round(index)
+
     def _partner_round(self, index: int) -> None:
         if self.dropped is not None:
             return

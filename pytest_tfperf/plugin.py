@@ -14,7 +14,9 @@ import pytest
 
 from pytest_tfperf.config import (
     DEFAULT_BASELINE_DIR,
+    DEFAULT_RUNS,
     PARTNER_ENV,
+    RUN_CHILD_ENV,
     MarkerOptions,
     SessionConfig,
     fraction,
@@ -57,9 +59,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail tests that have no baseline for this environment")
     group.addoption("--tfperf-tolerance", metavar="PCT", type=fraction, default=None,
                     help="throughput slowdown the gate must catch, e.g. 10%% (default 10%%)")
+    group.addoption("--tfperf-runs", metavar="N", type=positive_int, default=None,
+                    help="with --tfperf-update: measure each test in N processes, so the baseline knows this "
+                         f"machine's spread between processes (default: ini tfperf_runs or {DEFAULT_RUNS})")
+    group.addoption("--tfperf-record", action="store_true", default=False,
+                    help="add this run's figures to the baseline directory's history (history.csv) without "
+                         "replacing any baseline: CI on the main branch sharpens the gate's noise estimate")
     group.addoption("--tfperf-throughput-gate", choices=("warn", "fail"), default=None,
                     help="what a throughput regression against a STORED baseline does (default: ini "
-                         "tfperf_throughput_gate or warn; memory, trace and paired regressions always fail)")
+                         "tfperf_throughput_gate or fail; memory, trace and paired regressions always fail)")
     group.addoption("--tfperf-against", metavar="REV_OR_DIR", default=None,
                     help="measure each test beside the same test of another version of the code (a git revision, "
                          "checked out for the run, or a directory), rounds interleaved, and judge the pair: the "
@@ -72,7 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_budget", "steady-state seconds per benchmark", default="2")
     parser.addini("tfperf_rounds", "timed rounds per benchmark", default="5")
     parser.addini("tfperf_throughput_gate", "warn or fail on a stored-baseline throughput regression",
-                  default="warn")
+                  default="fail")
+    parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -114,6 +123,7 @@ def _session(config: pytest.Config) -> TfPerfSession:
         session = TfPerfSession(config.stash[CONFIG_KEY], str(config.rootpath))
         session.partner_server = config.stash.get(PARTNER_SERVER_KEY, None)
         session.invocation = (str(config.invocation_params.dir), _test_args(config))
+        session.invocation_args = tuple(config.invocation_params.args)
         config.stash[SESSION_KEY] = session
     return session
 
@@ -156,18 +166,31 @@ def _session_config(config: pytest.Config) -> SessionConfig:
     if opt("--tfperf-against") is not None and opt("--tfperf-update"):
         raise pytest.UsageError("--tfperf-against judges against another version of the code, not stored "
                                 "baselines; refresh baselines in a run without it")
+    if opt("--tfperf-record") and not opt(OPT_MEASURE):
+        raise pytest.UsageError("--tfperf-record needs --tfperf: the history records measurements")
+    if opt("--tfperf-record") and opt("--tfperf-against") is not None:
+        raise pytest.UsageError("--tfperf-record records runs measured alone; a run beside --tfperf-against is "
+                                "measured differently (20 paired rounds): record in a run without it")
     partner = PARTNER_ENV in os.environ  # this session is another session's partner: it only measures
+    # One of a refresh's extra processes: measure and write the results there, nothing else. Consumed, so
+    # that a pytest started by one of its tests (pytester) is an ordinary session.
+    child_json = os.environ.pop(RUN_CHILD_ENV, None) if opt(OPT_MEASURE) else None
+    quiet = partner or child_json is not None
     throughput_gate = opt("--tfperf-throughput-gate") or str(config.getini("tfperf_throughput_gate")).strip()
     if throughput_gate not in ("warn", "fail"):
         raise pytest.UsageError(f"ini option tfperf_throughput_gate = {throughput_gate!r}: expected warn or fail")
+    runs = opt("--tfperf-runs") or int(_ini_number(config, "tfperf_runs", positive_int))
     return SessionConfig(
         measure=opt(OPT_MEASURE),
-        json_path=None if partner else opt("--tfperf-json"),
-        markdown_path=None if partner else opt("--tfperf-markdown"),
+        json_path=child_json if child_json is not None else (None if partner else opt("--tfperf-json")),
+        markdown_path=None if quiet else opt("--tfperf-markdown"),
         budget_s=float(budget),
         rounds=int(rounds),
         baseline_dir=opt("--tfperf-baseline-dir") or config.getini("tfperf_baseline_dir"),
-        update=opt("--tfperf-update") and not partner,
+        update=opt("--tfperf-update") and not quiet,
+        runs=int(runs),
+        record=opt("--tfperf-record") and not quiet,
+        gate=child_json is None,
         update_improved_only=opt("--tfperf-update-improved"),
         strict=opt("--tfperf-strict"),
         tolerance=opt("--tfperf-tolerance"),
@@ -176,7 +199,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         throughput_gate=throughput_gate,
         # pytest's own faulthandler timer is the same single timer: leave it alone when set.
         hard_exit=not float(config.getini("faulthandler_timeout") or 0),
-        against=None if partner else opt("--tfperf-against"),
+        against=None if quiet else opt("--tfperf-against"),
     )
 
 
@@ -213,11 +236,12 @@ def tfperf(request: pytest.FixtureRequest) -> TfPerf:
         problem = None
     if problem is not None:  # failed outside the except block, or pytest prints the message twice
         pytest.fail(problem, pytrace=False)
+    from pytest_tfperf.baseline_store import stable_test_key
     from pytest_tfperf.fixture import TfPerf
 
     _look_for_tensorflow(request.config)
     session = _session(request.config)
-    return TfPerf(request.node.nodeid, options, session, session.config)
+    return TfPerf(stable_test_key(request.node.nodeid), options, session, session.config, node_id=request.node.nodeid)
 
 
 def _look_for_tensorflow(config: pytest.Config) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_tfperf import gpu_busy
 from pytest_tfperf.model import Measurement, MemorySource
+from pytest_tfperf.verdict import slowdown_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,6 +16,14 @@ class Row:
 
     measurement: Measurement
     verdict: str  # "ok", "REGRESSED", "improved", "no baseline", "noisy", "BUDGET", ...
+    catches: str = ""  # the smallest throughput slowdown the verdict's comparison catches here ("38%", "none")
+
+
+def format_limit(limit: float | None) -> str:
+    """A detection limit for a table cell: '38%', '3.0x' (a slowdown to 3x the time), 'none', '' (no comparison)."""
+    if limit is None:
+        return ""
+    return slowdown_text(limit)
 
 
 def format_bytes(value: int | float | None) -> str:
@@ -58,6 +68,49 @@ def _tf_peak(m: Measurement) -> str:
     return ", ".join(parts)
 
 
+def _gpu_memory(m: Measurement) -> str:
+    """NVML's peak per GPU and, in brackets, what the rounds added; ``*`` marks a whole-device figure."""
+    peaks = [p for p in m.memory if p.source is MemorySource.NVML]
+    if not peaks:
+        return "-"
+    parts = []
+    for p in peaks:
+        if p.peak_bytes is None:
+            value = "n/a"
+        else:
+            added = p.added_bytes
+            value = format_bytes(p.peak_bytes) + (f" (+{added / 2**20:,.1f})" if added is not None else "")
+            value += "*" if p.scope == "device" else ""
+        parts.append(value if len(peaks) == 1 else f"{p.device} {value}")
+    return ", ".join(parts)
+
+
+def _has_gpu_figures(rows: Sequence[Row]) -> bool:
+    return any(p.source is MemorySource.NVML for r in rows for p in r.measurement.memory) or any(
+        r.measurement.gpu_busy for r in rows)
+
+
+def _gpu_busy(m: Measurement) -> str:
+    return gpu_busy.short(m.gpu_busy) if m.gpu_busy else "-"
+
+
+def gpu_properties(m: Measurement) -> list[tuple[str, object]]:
+    """JUnit properties for the GPU figures beyond the peaks themselves: which NVML figure, what was added, busy."""
+    props: list[tuple[str, object]] = []
+    for p in m.memory:
+        if p.source is MemorySource.NVML and p.peak_bytes is not None:
+            if p.scope:
+                props.append((f"tfperf_{p.metric_name}_scope", p.scope))
+            if p.added_bytes is not None:
+                props.append((f"tfperf_{p.metric_name}_added_bytes", p.added_bytes))
+    for g in m.gpu_busy:
+        if g.fraction is not None:
+            props.append((f"tfperf_gpu_busy[{g.device}]_fraction", round(g.fraction, 4)))
+        if g.process_fraction is not None:
+            props.append((f"tfperf_gpu_busy[{g.device}]_process_fraction", round(g.process_fraction, 4)))
+    return props
+
+
 def _traces(m: Measurement) -> str:
     if m.traces_first_call is None:
         return "-"
@@ -66,22 +119,25 @@ def _traces(m: Measurement) -> str:
 
 def summary_table(rows: Sequence[Row]) -> list[str]:
     """The end-of-session table: test, throughput, first call, host and TF peaks, traces, verdict."""
-    header = ("test", "throughput", "±cv", "first call", "peak RSS", "peak TF", "traces", "verdict")
-    body = []
+    gpu = _has_gpu_figures(rows)  # the GPU columns appear only where NVML read something
+    header: tuple[str, ...] = ("test", "throughput", "±cv", "first call", "peak RSS", "peak TF")
+    header += ("GPU mem", "GPU busy") if gpu else ()
+    header += ("traces", "catches", "verdict")
+    body: list[tuple[str, ...]] = []
     for row in rows:
         m = row.measurement
-        body.append((
+        cells: tuple[str, ...] = (
             m.test_id,
             format_rate(m.throughput_per_s),
             f"{m.timings.cv * 100:.1f}%",
             format_duration_s(m.first_call_s),
             _host_peak(m),
             _tf_peak(m),
-            _traces(m),
-            row.verdict,
-        ))
+        )
+        cells += (_gpu_memory(m), _gpu_busy(m)) if gpu else ()
+        body.append(cells + (_traces(m), row.catches or "-", row.verdict))
     widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
-    left = {0, 7}
+    left = {0, len(header) - 1}
 
     def fmt(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
@@ -90,14 +146,22 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
     lines += [fmt(r) for r in body]
     lines.append("")
     lines.append("throughput: items/s at the median iteration; ±cv: robust spread of iteration times; "
-                 "peak TF: allocator peak above what was live before measuring; traces: warm-up+steady")
+                 "peak TF: allocator peak above what was live before measuring; traces: warm-up+steady; "
+                 "catches: the smallest slowdown its comparison catches on this machine")
+    if gpu:
+        lines.append("GPU mem: NVML peak of this process (* the whole device: this process is not in NVML's list), "
+                     "in brackets MiB the rounds added; GPU busy: share of the time a kernel ran (NVML, all "
+                     "processes; own: this process's share); below 50% the GPU waits for the host")
     return lines
 
 
 def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> list[str]:
     """A Markdown table for pull requests and ``$GITHUB_STEP_SUMMARY``: test, throughput, change, verdict."""
-    lines = ["### tfperf", "", "| test | throughput | change vs baseline | peak TF | verdict |",
-             "|---|---:|---:|---:|---|"]
+    gpu = _has_gpu_figures(rows)
+    lines = ["### tfperf", "",
+             "| test | throughput | change vs baseline | catches | peak TF | " + ("GPU mem | GPU busy | " if gpu else "")
+             + "verdict |",
+             "|---|---:|---:|---:|---:|" + ("---:|---:|" if gpu else "") + "---|"]
     for row, verdict in zip(rows, verdicts):
         m = row.measurement
         change = "–"
@@ -108,5 +172,10 @@ def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> 
             if throughput.ci_low is not None and throughput.ci_high is not None:
                 change += f" [{throughput.ci_low * 100:+.1f}%, {throughput.ci_high * 100:+.1f}%]"
         test = m.test_id.replace("|", "\\|")
-        lines.append(f"| `{test}` | {format_rate(m.throughput_per_s)} | {change} | {_tf_peak(m)} | {row.verdict} |")
+        gpu_cells = f"{_gpu_memory(m)} | {_gpu_busy(m)} | " if gpu else ""
+        lines.append(f"| `{test}` | {format_rate(m.throughput_per_s)} | {change} | {row.catches or '–'} | "
+                     f"{_tf_peak(m)} | {gpu_cells}{row.verdict} |")
+    if gpu:
+        lines += ["", ("GPU mem: NVML peak of this process (* the whole device), in brackets MiB the rounds added; "
+                       "GPU busy: share of the time a kernel ran (NVML).")]
     return lines

@@ -48,6 +48,9 @@ SCHEMA = "pytest-tfperf/results"
 # 2 - each test may carry "compared_with": what its verdict compared with
 #     ("stored baseline", "measured beside origin/main", ...). A version-1
 #     reader refuses unknown keys; a version-1 file is a valid version 2.
+#     Within version 2, written only where a GPU was measured (so CPU-only files
+#     are unchanged, and older readers refuse rather than misread GPU files): a
+#     measurement's "gpu_busy" list, and "scope"/"detail" on NVML memory peaks.
 SCHEMA_VERSION = 2
 _MIGRATIONS: dict[int, Migration] = {1: lambda document: document}
 

@@ -18,10 +18,10 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_tfperf import stats
+from pytest_tfperf import gpu_busy, stats
 from pytest_tfperf.memory_growth import GrowthRecorder, MemoryReader, MemorySeries, chunk_size, readers_for
 from pytest_tfperf.memory_probes import MemoryProbe, collect_peak
-from pytest_tfperf.model import Measurement, MemoryPeak, Timings
+from pytest_tfperf.model import GpuBusy, Measurement, MemoryPeak, Timings
 from pytest_tfperf.watchdog import StallPolicy, run_watched
 
 Clock = Callable[[], int]  # nanoseconds, monotonic
@@ -175,6 +175,7 @@ class _VariantState:
     per_probe_rounds: list[list[int | None]] = field(default_factory=list)
     per_probe_baseline: list[int | None] = field(default_factory=list)
     per_probe_starts: list[list[int | None]] = field(default_factory=list)
+    busy_rounds: list[tuple[gpu_busy.BusyReading, ...]] = field(default_factory=list)  # per round, per NVML probe
     iteration_index: int = 0
     traces_first_call: int | None = None
     traces_steady: int | None = None
@@ -199,6 +200,7 @@ class RawRun:
     traces_steady: int | None = None
     memory_series: tuple[MemorySeries, ...] = ()  # memory in use between chunks of iterations
     input_split: InputSplit | None = None
+    gpu_busy: tuple[GpuBusy, ...] = ()  # NVML's busy fraction per GPU, sampled during the rounds
 
 
 def measure(
@@ -301,7 +303,7 @@ def measure(
         out[st.name] = RawRun(timings=timings, memory=memory, input_wait_ns=st.waits.values(),
                               traces_first_call=st.traces_first_call, traces_steady=st.traces_steady,
                               memory_series=st.growth.series() if st.growth is not None else (),
-                              input_split=split)
+                              input_split=split, gpu_busy=gpu_busy.collect(st.busy_rounds))
     return out
 
 
@@ -535,6 +537,7 @@ def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], Non
         st.traces_steady = (st.traces_steady or 0) + w.trace_total() - traces_before
     for i, peak in enumerate(peaks):
         st.per_probe_rounds[i].append(peak)
+    st.busy_rounds.append(gpu_busy.round_readings(probes))  # read by the NVML probes' peak() right after the loop
 
 
 def build_measurement(test_id: str, mode: str, raw: RawRun, *, traces_first_call: int | None = None,
@@ -543,7 +546,7 @@ def build_measurement(test_id: str, mode: str, raw: RawRun, *, traces_first_call
     return Measurement(test_id=test_id, mode=mode, timings=raw.timings, memory=raw.memory,
                        traces_first_call=traces_first_call, traces_steady=traces_steady,
                        diagnoses=tuple(diagnoses),  # type: ignore[arg-type]
-                       extra_metrics=tuple(extra_metrics), environment_id=environment_id)
+                       extra_metrics=tuple(extra_metrics), environment_id=environment_id, gpu_busy=raw.gpu_busy)
 
 
 def dataset_puller(make_iterator: Callable[[], Iterator[object]]) -> Callable[[], object]:

@@ -30,7 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf.model import Diagnosis, Environment, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.model import Diagnosis, Environment, GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.runs import RECORD, REFRESH, RunSummary
 
 JsonDict = dict[str, Any]
 
@@ -267,6 +268,10 @@ def memory_peak_to_dict(peak: MemoryPeak) -> JsonDict:
     out = _memory_peak_core(peak)
     if peak.per_round_start_bytes:  # optional within schema 1: files without it stay byte-identical
         out["per_round_start_bytes"] = list(peak.per_round_start_bytes)
+    if peak.scope:  # NVML only (optional, as above): which figure it is, this process's or the whole device's
+        out["scope"] = peak.scope
+    if peak.detail:
+        out["detail"] = peak.detail
     return out
 
 
@@ -283,7 +288,8 @@ def _memory_peak_core(peak: MemoryPeak) -> JsonDict:
 
 def memory_peak_from_dict(value: object, where: Field) -> MemoryPeak:
     data = read_object(value, where, ("device", "peak_bytes", "source"),
-                       ("baseline_bytes", "per_round_peak_bytes", "per_round_start_bytes", "unavailable"))
+                       ("baseline_bytes", "per_round_peak_bytes", "per_round_start_bytes", "unavailable",
+                        "scope", "detail"))
     source_text = read_str(data["source"], where.key("source"))
     try:
         source = MemorySource(source_text)
@@ -307,7 +313,58 @@ def memory_peak_from_dict(value: object, where: Field) -> MemoryPeak:
         unavailable=unavailable,
         # Added in 0.1.0 within schema 1 (optional, so older files still load).
         per_round_start_bytes=tuple(read_int(v, starts_field.index(i)) for i, v in enumerate(starts)),
+        scope=_read_scope(data.get("scope", ""), where.key("scope")),
+        detail=read_str(data.get("detail", ""), where.key("detail"), non_empty=False),
     )
+
+
+def _read_scope(value: object, where: Field) -> str:
+    text = read_str(value, where, non_empty=False)
+    if text not in ("", "process", "device"):
+        raise where.error(f"expected 'process' or 'device', found {text!r}")
+    return text
+
+
+def gpu_busy_to_dict(busy: GpuBusy) -> JsonDict:
+    out: JsonDict = {
+        "device": busy.device,
+        "fraction": None if busy.fraction is None else _readable(busy.fraction),  # informational, like "summary"
+        "per_round_fraction": [write_float(v) for v in busy.per_round_fraction],
+        "per_round_process_fraction": [None if v is None else write_float(v) for v in busy.per_round_process_fraction],
+        "process_fraction": None if busy.process_fraction is None else _readable(busy.process_fraction),
+        "process_on_gpu": busy.process_on_gpu,
+        "samples": busy.samples,
+    }
+    if busy.unavailable is not None:
+        out["unavailable"] = busy.unavailable
+    if busy.process_unavailable is not None:
+        out["process_unavailable"] = busy.process_unavailable
+    return out
+
+
+def gpu_busy_from_dict(value: object, where: Field) -> GpuBusy:
+    data = read_object(value, where, ("device",), ("fraction", "per_round_fraction", "per_round_process_fraction",
+                                                   "process_fraction", "process_on_gpu", "samples", "unavailable",
+                                                   "process_unavailable"))
+    rounds_field, process_field = where.key("per_round_fraction"), where.key("per_round_process_fraction")
+    rounds = read_list(data.get("per_round_fraction", []), rounds_field)
+    process = read_list(data.get("per_round_process_fraction", []), process_field)
+    on_gpu = data.get("process_on_gpu")
+    if on_gpu is not None and not isinstance(on_gpu, bool):
+        raise where.key("process_on_gpu").error(f"expected true, false or null, found {_describe(on_gpu)}")
+    try:
+        return GpuBusy(
+            device=read_str(data["device"], where.key("device")),
+            per_round_fraction=tuple(read_float(v, rounds_field.index(i)) for i, v in enumerate(rounds)),
+            per_round_process_fraction=tuple(None if v is None else read_float(v, process_field.index(i))
+                                             for i, v in enumerate(process)),
+            unavailable=read_optional_str(data.get("unavailable"), where.key("unavailable")),
+            process_unavailable=read_optional_str(data.get("process_unavailable"), where.key("process_unavailable")),
+            process_on_gpu=on_gpu,
+            samples=read_int(data.get("samples", 0), where.key("samples")),
+        )
+    except ValueError as exc:
+        raise where.error(str(exc)) from None
 
 
 def diagnosis_to_dict(diagnosis: Diagnosis) -> JsonDict:
@@ -434,7 +491,7 @@ def _readable(value: float) -> float | int | str:
 
 def measurement_to_dict(measurement: Measurement, *, max_samples: int | None = None) -> JsonDict:
     """The stored form of a measurement; ``max_samples`` bounds the per-iteration samples kept."""
-    return {
+    out = {
         "diagnoses": [diagnosis_to_dict(d) for d in measurement.diagnoses],
         "environment_id": measurement.environment_id,
         "extra_metrics": _float_map_to_dict(measurement.extra_metrics, f"{measurement.test_id}: extra_metrics"),
@@ -446,10 +503,14 @@ def measurement_to_dict(measurement: Measurement, *, max_samples: int | None = N
         "traces_first_call": measurement.traces_first_call,
         "traces_steady": measurement.traces_steady,
     }
+    if measurement.gpu_busy:  # optional within schema 1, like per_round_start_bytes: CPU-only files are unchanged
+        out["gpu_busy"] = [gpu_busy_to_dict(g) for g in measurement.gpu_busy]
+    return out
 
 
 _MEASUREMENT_KEYS = ("environment_id", "mode", "test_id", "timings")
-_MEASUREMENT_OPTIONAL_KEYS = ("diagnoses", "extra_metrics", "memory", "summary", "traces_first_call", "traces_steady")
+_MEASUREMENT_OPTIONAL_KEYS = ("diagnoses", "extra_metrics", "gpu_busy", "memory", "summary", "traces_first_call",
+                              "traces_steady")
 
 
 def measurement_from_dict(value: object, where: Field) -> Measurement:
@@ -468,6 +529,41 @@ def measurement_from_dict(value: object, where: Field) -> Measurement:
         diagnoses=tuple(diagnosis_from_dict(d, where.key("diagnoses").index(i)) for i, d in enumerate(diagnoses)),
         extra_metrics=read_float_map(data.get("extra_metrics", {}), where.key("extra_metrics")),
         environment_id=read_str(data["environment_id"], where.key("environment_id"), non_empty=False),
+        gpu_busy=tuple(gpu_busy_from_dict(g, where.key("gpu_busy").index(i))
+                       for i, g in enumerate(read_list(data.get("gpu_busy", []), where.key("gpu_busy")))),
+    )
+
+
+def run_summary_to_dict(run: RunSummary) -> JsonDict:
+    return {
+        "git_commit": run.git_commit,
+        "kind": run.kind,
+        "memory_added_bytes": {name: value for name, value in run.memory_added_bytes},
+        "recorded_at": run.recorded_at,
+        "run_id": run.run_id,
+        "throughput_per_s": write_float(run.throughput_per_s),
+        "traces_steady": run.traces_steady,
+    }
+
+
+def run_summary_from_dict(value: object, where: Field) -> RunSummary:
+    data = read_object(value, where, ("kind", "recorded_at", "run_id", "throughput_per_s"),
+                       ("git_commit", "memory_added_bytes", "traces_steady"))
+    kind = read_str(data["kind"], where.key("kind"))
+    if kind not in (REFRESH, RECORD):
+        raise where.key("kind").error(f"expected {REFRESH!r} or {RECORD!r}, found {_describe(kind)}")
+    memory = data.get("memory_added_bytes", {})
+    if not isinstance(memory, dict):
+        raise where.key("memory_added_bytes").error("expected an object of byte counts")
+    return RunSummary(
+        run_id=read_str(data["run_id"], where.key("run_id")),
+        recorded_at=read_str(data["recorded_at"], where.key("recorded_at"), non_empty=False),
+        kind=kind,
+        throughput_per_s=read_float(data["throughput_per_s"], where.key("throughput_per_s")),
+        memory_added_bytes=tuple(sorted((str(k), read_int(v, where.key("memory_added_bytes").key(str(k)), minimum=None))
+                                        for k, v in memory.items())),
+        traces_steady=read_optional_int(data.get("traces_steady"), where.key("traces_steady")),
+        git_commit=read_str(data.get("git_commit", ""), where.key("git_commit"), non_empty=False),
     )
 
 

@@ -34,6 +34,7 @@ class Outcome:
     paired_with: str | None = None  # the reference variant of a paired verdict (or --tfperf-against's version)
     partner: bool = False  # paired with the same test in a partner session (--tfperf-against)
     item_id: str = ""  # the pytest node id this outcome belongs to
+    stored: Any = None  # (baseline Measurement, runs.BaselineRuns) behind a stored verdict, to judge a confirmation
     variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
 
@@ -80,6 +81,10 @@ class TfPerfSession:
         self.partner_server: Any = None  # partner.PartnerServer when this session is another's partner
         self.invocation: tuple[str, list[str]] = (rootdir, [])  # where pytest ran, and its path arguments
         self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
+        self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
+        self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
+        self._machine_spread: dict[str, float] = {}  # fingerprint -> stored_rule.machine_spread
+        self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -99,9 +104,10 @@ class TfPerfSession:
         return self._probes[tf_loaded]
 
     def close(self) -> None:
-        if self._partner is not None:
-            self._partner.close()
-            self._partner = None
+        for partner in (self._partner, self._confirmer):
+            if partner is not None:
+                partner.close()
+        self._partner = self._confirmer = None
         for probes in self._probes.values():
             for probe in probes:
                 probe.close()
@@ -136,12 +142,12 @@ class TfPerfSession:
         if self.config.against and reference is None and len(workloads) == 1 and options.gate:
             settings = _paired_settings(settings)
             ours, theirs, against_note = self._measure_beside_partner(
-                fx._test_id, settings, measure_once, fallback="judged as without --tfperf-against")
+                fx._node_id, settings, measure_once, fallback="judged as without --tfperf-against")
         measured = ours if ours is not None else measure_once()
         against = theirs is not None
         if theirs is not None:
             name = next(iter(measured))
-            outcomes = {name: self._judge_against(fx._test_id, measured, name, theirs, options, settings,
+            outcomes = {name: self._judge_against(fx._node_id, measured, name, theirs, options, settings,
                                                   measure_once)}
         elif reference is not None:
             outcomes = {name: self._evaluate_paired(m, measured[reference], reference, options)
@@ -151,6 +157,14 @@ class TfPerfSession:
         if against_note is not None:
             for o in outcomes.values():
                 o.notices.append(against_note)
+        for name, o in outcomes.items():
+            if self._wants_confirmation(o):
+                if len(workloads) == 1:
+                    self._confirm(fx, o, settings, options)
+                else:
+                    o.notices.append(f"{o.measurement.test_id}: not confirmed in a fresh process: tfperf.compare() "
+                                     "measures several variants, and a fresh process measures one workload; the "
+                                     "first verdict stands")
         if (not against and reference is None and self.config.remeasure
                 and any(_borderline(o) for o in outcomes.values())):
             # Borderline evidence: measure again (all variants, so pairs stay
@@ -166,7 +180,7 @@ class TfPerfSession:
                     "judged on both measurements pooled")
         fx.results.update(measured)
         for name, o in outcomes.items():
-            o.item_id, o.variant = fx._test_id, name
+            o.item_id, o.variant = fx._node_id, name
             self.outcomes.append(o)
         failures = [self._failure_text(o) for o in outcomes.values() if o.failed]
         if failures:
@@ -248,6 +262,51 @@ class TfPerfSession:
             return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
         return ours, theirs, None
 
+    # -- the stored gate's confirmation: the same test in a fresh process of this tree ---------------
+
+    def _wants_confirmation(self, o: Outcome) -> bool:
+        if o.verdict is None or not getattr(o.verdict, "needs_confirmation", False) or o.stored is None:
+            return False
+        if not (o.gating and self.config.remeasure):
+            return False
+        # A throughput-only regression under --tfperf-throughput-gate=warn fails nothing: no need to confirm it.
+        return not o.warned_only
+
+    def _confirm(self, fx: TfPerf, outcome: Outcome, settings: runner.RunSettings, options: MarkerOptions) -> None:
+        """Measure the test in a fresh pytest process and judge both runs: a regression must show in both."""
+        from pytest_tfperf.compare import judge
+        from pytest_tfperf.partner import PartnerError
+
+        test_id = outcome.measurement.test_id
+        try:
+            theirs = self._measure_in_fresh_process(fx._node_id, settings)
+        except PartnerError as exc:
+            outcome.notices.append(f"{test_id}: the regression could not be confirmed in a fresh process ({exc}); "
+                                   "the first verdict stands")
+            return
+        baseline, runs = outcome.stored
+        outcome.verdict = judge(outcome.measurement, baseline, self._tolerances(options), runs=runs,
+                                confirmation=theirs)
+        held = "confirmed" if str(outcome.verdict.status) == "regressed" else "not confirmed"
+        outcome.notices.append(f"{test_id}: a regression in this process was measured again in a fresh process: "
+                               f"{held}")
+
+    def _measure_in_fresh_process(self, node_id: str, settings: runner.RunSettings) -> Measurement:
+        from pathlib import Path
+
+        from pytest_tfperf.partner import Partner
+
+        if self._confirmer is None:
+            invocation_dir, args = self.invocation
+            root = Path(self.rootdir)
+            self._confirmer = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
+                                      test_args=args, timeout_s=self.config.stall_ceiling_s + 60.0)
+        else:
+            self._confirmer.restart()  # each confirmation in a process of its own
+        run = self._confirmer.begin(node_id, settings.rounds, settings.budget_s)
+        run.measure_alone(settings.rounds)
+        return run.finish(True)
+
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
                              settings: runner.RunSettings) -> dict[str, Measurement]:
         """This session is a partner: measure in step with the coordinator, send the result, judge nothing."""
@@ -283,7 +342,7 @@ class TfPerfSession:
         outcome = Outcome(measurement=m, violations=check_budgets(m, budgets))
         # A budget with nothing to check it against (no GPU for a device budget, say) is said, not skipped silently.
         outcome.notices += [f"{m.test_id}: budget not checked: {why}" for why in unchecked_budgets(m, budgets)]
-        if options.gate:
+        if options.gate and self.config.gate:
             self._gate(outcome, options)
         return outcome
 
@@ -316,6 +375,7 @@ class TfPerfSession:
     def _gate(self, outcome: Outcome, options: MarkerOptions) -> None:
         from pytest_tfperf.baseline_store import MatchStatus
         from pytest_tfperf.compare import judge
+        from pytest_tfperf.runs import BaselineRuns
         from pytest_tfperf.serialization import StorageError
 
         test_id = outcome.measurement.test_id
@@ -338,8 +398,16 @@ class TfPerfSession:
             return
         if match.soft_differences:
             outcome.notices.append(f"{test_id}: {match.describe()}")
-        outcome.baseline = "stored baseline"
-        outcome.verdict = judge(outcome.measurement, match.measurement, self._tolerances(options))
+        try:
+            history = self.recorded_runs().get((test_id, match.fingerprint), [])
+        except StorageError as exc:
+            _fail(f"{test_id}: the run history cannot be used, so nothing was compared.\n{exc}")
+        runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history),
+                            machine_spread=self.machine_spread(match.fingerprint))
+        n = len(runs.runs)
+        outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
+        outcome.stored = (match.measurement, runs)
+        outcome.verdict = judge(outcome.measurement, match.measurement, self._tolerances(options), runs=runs)
         outcome.throughput_fails = self.config.throughput_gate == "fail"
         if outcome.warned_only and outcome.gating:
             throughput = outcome.verdict.metric("throughput")
@@ -349,6 +417,27 @@ class TfPerfSession:
                 "pytest --tfperf --tfperf-update --tfperf-update-improved")
             if notice:
                 outcome.notices.append(notice)
+
+    def machine_spread(self, fingerprint: str) -> float:
+        """This machine's typical between-process spread, from every baseline of this environment (once)."""
+        if fingerprint not in self._machine_spread:
+            from pytest_tfperf.stored_rule import log_spread, machine_spread
+
+            baselines = self.store().baselines_for(self.environment())
+            spreads = [log_spread([r.throughput_per_s for r in b.runs]) for b in baselines]
+            self._machine_spread[fingerprint] = machine_spread(spreads)
+        return self._machine_spread[fingerprint]
+
+    def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
+        """Runs recorded with --tfperf-record, per (test id, fingerprint), read once per session."""
+        if self._recorded is None:
+            from pathlib import Path
+
+            from pytest_tfperf.history import HISTORY_FILE_NAME, read_history_rows, recorded_runs
+
+            path = Path(self.baseline_dir) / HISTORY_FILE_NAME
+            self._recorded = recorded_runs(read_history_rows(path)) if path.exists() else {}
+        return self._recorded
 
     def _failure_text(self, o: Outcome) -> str:
         parts = []
@@ -377,29 +466,58 @@ class TfPerfSession:
                 props += [(prefix + key, value) for key, value in _outcome_properties(o)]
         return props
 
+    def _rows(self) -> list[Any]:
+        from pytest_tfperf import report
+
+        return [report.Row(o.measurement, o.label, report.format_limit(_detection_limit(o))) for o in self.outcomes]
+
     def summary_lines(self) -> list[str]:
         from pytest_tfperf import report
         from pytest_tfperf.diagnostics import failure_summary_lines
 
         if not self.outcomes and not self.failures and not self._written:
             return []
-        lines = report.summary_table([report.Row(o.measurement, o.label) for o in self.outcomes]) if self.outcomes else []
+        lines = report.summary_table(self._rows()) if self.outcomes else []
         for o in self.outcomes:
             lines += o.notices
             for d in o.measurement.diagnoses:
                 if d.severity != "info" or d.kind == "input_bound":
                     lines.append(f"{o.measurement.test_id}: {d.summary}")
         if any(o.warned_only and o.gating for o in self.outcomes):
-            lines.append("throughput warnings are not failures: stored-baseline throughput comparisons are not "
-                         "reliable on a shared machine (README: 'Which gate to trust for throughput'); gate with "
-                         "--tfperf-against=origin/main (the other version measured beside this one) or "
-                         "tfperf.compare(..., reference=...), or fail on them with --tfperf-throughput-gate=fail")
+            lines.append("throughput warnings are not failures under --tfperf-throughput-gate=warn; drop the option "
+                         "(or set it to fail) to fail them")
+        lines += self._limit_lines()
         missing = [o for o in self.outcomes if o.baseline == "no baseline"]
         if missing and not self.config.update:
             lines.append(f"{len(missing)} test(s) have no baseline yet: they were measured and reported, not gated. "
                          f"Record baselines with: pytest --tfperf --tfperf-update")
         lines += failure_summary_lines(self.failures)
         lines += self._written
+        return lines
+
+    def _limit_lines(self) -> list[str]:
+        """What the stored throughput verdicts can catch here, said once for the whole session."""
+        from pytest_tfperf.verdict import slowdown_text
+
+        stored = [o for o in self.outcomes if o.paired_with is None and o.stored is not None and o.gating]
+        limits = [lim for lim in (_detection_limit(o) for o in stored) if lim is not None]
+        if not limits:
+            return []
+        tolerance = self.config.tolerance if self.config.tolerance is not None else 0.10
+        finite = sorted(lim for lim in limits if lim < 1.0)
+        lines = []
+        if finite:
+            lines.append(f"stored baselines: against their runs, slowdowns of {slowdown_text(finite[0])} to "
+                         f"{slowdown_text(finite[-1])} (median {slowdown_text(finite[len(finite) // 2])}) are caught "
+                         "on this machine")
+        unknown = len(limits) - len(finite)
+        if unknown:
+            lines.append(f"{unknown} stored baseline(s) have too few runs to judge throughput: refresh them with "
+                         "pytest --tfperf --tfperf-update (it measures each test in several processes)")
+        if finite and finite[-1] > tolerance:
+            lines.append(f"where that is wider than the {tolerance:.0%} tolerance, this machine's speed moves too "
+                         "much between processes for a stored number: for finer changes measure the other version "
+                         "beside this one, --tfperf-against=origin/main")
         return lines
 
     def finish(self) -> bool:
@@ -418,6 +536,8 @@ class TfPerfSession:
                 steps.append(self._write_json)
             if self.config.update:
                 steps.append(self._update_baselines)
+            if self.config.record:
+                steps.append(self._record_history)
             if self.config.markdown_path or os.environ.get("GITHUB_STEP_SUMMARY"):
                 steps.append(self._write_markdown)
             for step in steps:
@@ -438,28 +558,60 @@ class TfPerfSession:
         self._written.append(f"results written to {self.config.json_path}")
 
     def _update_baselines(self) -> None:
-        from pytest_tfperf.history import append_history
+        from pathlib import Path
+
+        from pytest_tfperf.history import append_history, current_git_commit
+        from pytest_tfperf.refresh import run_extra_processes
 
         measurements = [o.measurement for o in self.outcomes if o.measurement.timings.iterations > 1]
+        if not measurements:
+            return
         improved = {o.measurement.test_id for o in self.outcomes
                     if o.verdict is not None and str(o.verdict.status) == "improved"}
+        extra = None
+        if self.config.runs > 1:
+            # The same command again in fresh processes, one after the other: the baseline learns how far
+            # this machine's figures move between processes, which one process's rounds cannot show.
+            extra = run_extra_processes(self.config.runs - 1, self.invocation_args, Path(self.invocation[0]),
+                                        timeout_s=None)
+            self._written += [f"refresh run {f}" for f in extra.failures]
+        commit = current_git_commit(self.rootdir)
         saved = self.store().save(
             measurements, self.environment(), only_improved=self.config.update_improved_only,
             is_improvement=lambda new, old: new.test_id in improved,
+            extra_runs=None if extra is None else extra.measurements, git_commit=commit,
         )
-        append_history(self.baseline_dir, measurements, self.environment())
+        append_history(self.baseline_dir, measurements, self.environment(), git_commit=commit)
+        for others in _by_process(extra.measurements if extra is not None else {}):
+            append_history(self.baseline_dir, others, self.environment(), git_commit=commit)
         kept = len(saved.not_improved)
+        runs = ""
+        if extra is not None:
+            counts = [1 + len(extra.measurements.get(t, [])) for t, _ in saved.written]
+            fewest = min(counts) if counts else self.config.runs
+            runs = (f", {self.config.runs} runs each in separate processes ({extra.processes} extra pytest "
+                    f"session(s), {extra.seconds:.0f} s)" if fewest == self.config.runs
+                    else f", {fewest} to {max(counts)} runs each (of {self.config.runs} asked for)")
         self._written.append(
-            f"baselines written for {len(saved.written)} test(s) in {self.baseline_dir}"
+            f"baselines written for {len(saved.written)} test(s) in {self.baseline_dir}{runs}"
             + (f"; {kept} kept because they did not improve" if kept else "")
             + "; every other test's baseline was kept"
         )
 
+    def _record_history(self) -> None:
+        from pytest_tfperf.history import append_history
+        from pytest_tfperf.runs import RECORD
+
+        measurements = [o.measurement for o in self.outcomes if o.measurement.timings.iterations > 1]
+        if not measurements:
+            return
+        path = append_history(self.baseline_dir, measurements, self.environment(), kind=RECORD)
+        self._written.append(f"this run recorded in {path} for {len(measurements)} test(s); baselines unchanged")
+
     def _write_markdown(self) -> None:
         from pytest_tfperf import report
 
-        text = "\n".join(report.markdown_summary([report.Row(o.measurement, o.label) for o in self.outcomes],
-                                                 [o.verdict for o in self.outcomes])) + "\n"
+        text = "\n".join(report.markdown_summary(self._rows(), [o.verdict for o in self.outcomes])) + "\n"
         if self.config.markdown_path:
             with open(self.config.markdown_path, "w", encoding="utf-8") as fh:
                 fh.write(text)
@@ -480,6 +632,12 @@ class TfPerfSession:
             return None
         self.failures.append(failure)
         return failure.message
+
+
+def _by_process(runs: dict[str, list[Measurement]]) -> list[list[Measurement]]:
+    """Measurements of a refresh's extra processes, regrouped process by process (the i-th run of each test)."""
+    deepest = max((len(v) for v in runs.values()), default=0)
+    return [[v[i] for v in runs.values() if len(v) > i] for i in range(deepest)]
 
 
 def _paired_settings(settings: runner.RunSettings) -> runner.RunSettings:
@@ -524,6 +682,17 @@ def _shell_quote(text: str) -> str:
     return shlex.quote(text)
 
 
+def _detection_limit(o: Outcome) -> float | None:
+    """The throughput detection limit of an outcome's verdict (None: no throughput comparison)."""
+    if o.verdict is None:
+        return None
+    throughput = o.verdict.metric("throughput")
+    if throughput is None or str(throughput.status) == "unavailable":
+        return None
+    limit = throughput.minimum_detectable_change
+    return None if limit is None else float(limit)
+
+
 def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
     m = o.measurement
     props: list[tuple[str, object]] = [
@@ -532,6 +701,9 @@ def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
         ("tfperf_median_s", m.median_s),
         ("tfperf_verdict", o.label),
     ]
+    limit = _detection_limit(o)
+    if limit is not None:
+        props.append(("tfperf_detection_limit", "none" if limit >= 1.0 else round(limit, 4)))
     for peak in m.memory:
         if peak.peak_bytes is not None:
             props.append((f"tfperf_{peak.metric_name}_bytes", peak.peak_bytes))
@@ -539,4 +711,6 @@ def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
         props.append(("tfperf_traces_steady", m.traces_steady))
     for name, value in m.extra_metrics:
         props.append((f"tfperf_{name}", value))
-    return props
+    from pytest_tfperf.report import gpu_properties
+
+    return props + gpu_properties(m)  # which NVML figure, what the test added, GPU busy

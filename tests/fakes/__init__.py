@@ -125,6 +125,12 @@ class FakeGpu:
     processes_error: str | None = None  # name of the NVMLError_* class the process query raises
     memory_error: str | None = None  # same, for nvmlDeviceGetMemoryInfo
     on_memory_read: Callable[[FakeGpu], None] | None = None
+    busy_percent: int = 0  # nvmlDeviceGetUtilizationRates().gpu
+    utilization_error: str | None = None  # NVMLError_* class name nvmlDeviceGetUtilizationRates raises
+    # nvmlDeviceGetProcessUtilization's buffer: (pid, timeStamp in us, smUtil %); the driver answers
+    # NVMLError_NotFound when no sample is newer than the timestamp asked for.
+    process_samples: list[tuple[int, int, int]] = field(default_factory=list)
+    process_utilization_error: str | None = None
 
 
 _ERROR_NAMES = {
@@ -221,8 +227,25 @@ def make_fake_pynvml(gpus: list[FakeGpu] | None = None, *, init_error: str | Non
                                       computeInstanceId=0xFFFFFFFF)
                 for pid, used in handle.processes.items()]
 
+    def nvmlDeviceGetUtilizationRates(handle: FakeGpu) -> Any:
+        require_init()
+        if handle.utilization_error is not None:
+            raise error(handle.utilization_error)
+        return types.SimpleNamespace(gpu=handle.busy_percent, memory=handle.busy_percent // 2)
+
+    def nvmlDeviceGetProcessUtilization(handle: FakeGpu, time_stamp: int) -> list[Any]:
+        require_init()
+        if handle.process_utilization_error is not None:
+            raise error(handle.process_utilization_error)
+        newer = [types.SimpleNamespace(pid=pid, timeStamp=ts, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+                 for pid, ts, sm in handle.process_samples if ts > time_stamp]
+        if not newer:
+            raise error("NotFound")
+        return newer
+
     for fn in (nvmlInit, nvmlShutdown, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex, nvmlDeviceGetName,
                nvmlDeviceGetUUID, nvmlSystemGetDriverVersion, nvmlDeviceGetMemoryInfo,
-               nvmlDeviceGetComputeRunningProcesses):
+               nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetUtilizationRates,
+               nvmlDeviceGetProcessUtilization):
         setattr(module, fn.__name__, fn)
     return module

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_tfperf import atomic_files
 from pytest_tfperf.baseline_store import (
+    stable_test_key,
     SCHEMA_VERSION,
     BaselineStore,
     MatchStatus,
@@ -439,20 +440,58 @@ def test_golden_v1_file_loads_for_both_environments(tmp_path: Path) -> None:
     assert "accelerator ('none' there, 'NVIDIA H100 80GB HBM3 x1' here)" in gpu.others[0].describe()
 
 
-def test_golden_v1_file_is_rewritten_identically(tmp_path: Path) -> None:
-    # The writer's format is part of the schema: re-recording the same data gives the same bytes
-    # (apart from the version of pytest-tfperf that wrote it).
+def test_a_v1_entry_is_one_run_and_is_rewritten_as_v2(tmp_path: Path) -> None:
+    # Version 1 held one measurement per entry: it reads as a baseline of one run (too few for the
+    # throughput gate, which says so), and re-recording writes version 2 with that run summarised.
     (golden,) = GOLDEN.glob("*.json")
     data = json.loads(golden.read_text())
     store = BaselineStore(tmp_path)
-    for fp, entry in sorted(data["entries"].items()):
-        env = Environment(hard=tuple(entry["environment"]["hard"].items()),
-                          soft=tuple(entry["environment"]["soft"].items()))
-        shutil.copy(golden, tmp_path / golden.name)
-        m = store.load(GOLDEN_TEST_ID, env).measurement
-        assert m is not None
-        stamp = datetime.strptime(entry["recorded_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-        store.save([m], env, recorded_at=stamp)
-        text = (tmp_path / golden.name).read_text()
-        version = json.loads(text)["entries"][fp]["written_by"]
-        assert text.replace(f'"written_by": "{version}"', '"written_by": "0.1.0"') == golden.read_text()
+    fp, entry = sorted(data["entries"].items())[0]
+    env = Environment(hard=tuple(entry["environment"]["hard"].items()),
+                      soft=tuple(entry["environment"]["soft"].items()))
+    shutil.copy(golden, tmp_path / golden.name)
+    found = store.load(GOLDEN_TEST_ID, env)
+    assert found.baseline is not None and len(found.baseline.runs) == 1
+    (run,) = found.baseline.runs
+    assert run.kind == "refresh" and run.recorded_at == entry["recorded_at"]
+    assert run.throughput_per_s == pytest.approx(found.measurement.throughput_per_s)  # type: ignore[union-attr]
+    store.save([found.measurement], env, recorded_at=WHEN)  # type: ignore[list-item]
+    rewritten = json.loads((tmp_path / golden.name).read_text())
+    assert rewritten["schema_version"] == 2 and len(rewritten["entries"][fp]["runs"]) == 1
+    other = next(k for k in data["entries"] if k != fp)
+    assert rewritten["entries"][other] == data["entries"][other]  # the other environment, exactly as read
+
+
+def test_extra_runs_are_stored_beside_the_measurement(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    main = measurement(median_ns=1_000_000)
+    others = [measurement(median_ns=1_100_000, seed=1), measurement(median_ns=900_000, seed=2)]
+    store.save([main], CPU, recorded_at=WHEN, extra_runs={main.test_id: others}, git_commit="abc")
+    found = store.load(main.test_id, CPU)
+    assert found.baseline is not None
+    runs = found.baseline.runs
+    assert [round(r.throughput_per_s) for r in runs] == [round(m.throughput_per_s) for m in [main, *others]]
+    assert len({r.run_id for r in runs}) == 3 and {r.git_commit for r in runs} == {"abc"}
+    assert runs[0].memory("peak_tf_allocator[CPU:0]") == 2**22 - 2**20
+    assert found.measurement == dataclasses.replace(main, environment_id=CPU.fingerprint)
+
+
+def test_a_run_with_a_bad_field_is_refused_and_kept(tmp_path: Path) -> None:
+    store, path = _saved(tmp_path)
+    data = json.loads(path.read_text())
+    (entry,) = data["entries"].values()
+    entry["runs"][0]["kind"] = "guess"
+    path.write_text(json.dumps(data))
+    _refused_without_writing(store, path, "runs[0].kind", "expected 'refresh' or 'record'")
+
+
+@pytest.mark.parametrize(("node_id", "key"), [
+    ("v/lib/python3.11/site-packages/pytest_tfperf/catalog/test_catalog.py::test_x[a]",
+     "pytest_tfperf/catalog/test_catalog.py::test_x[a]"),
+    ("../../venv/lib/python3.12/dist-packages/pkg/tests/test_y.py::test_y",
+     "pkg/tests/test_y.py::test_y"),
+    ("pytest_tfperf/catalog/test_catalog.py::test_x[a]", "pytest_tfperf/catalog/test_catalog.py::test_x[a]"),
+    ("tests/test_a.py::test_b[site-packages/x]", "tests/test_a.py::test_b[site-packages/x]"),
+])
+def test_installed_tests_are_keyed_by_their_path_in_the_package(node_id: str, key: str) -> None:
+    assert stable_test_key(node_id) == key

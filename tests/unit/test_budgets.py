@@ -97,3 +97,34 @@ def test_budgets_reject_nonsense_with_the_field_name() -> None:
     with pytest.raises(ValueError, match="Budgets.max_extra"):
         Budgets(max_extra={"x": float("nan")})
     assert Budgets(max_extra={"b": 1, "a": 2}) == Budgets(max_extra=(("a", 2.0), ("b", 1.0)))
+
+
+def test_device_budget_message_says_it_limits_the_absolute_peak_and_what_the_test_added() -> None:
+    peak = MemoryPeak(MemorySource.NVML, "GPU:0", 1544 * MIB, 520 * MIB, (1544 * MIB,),
+                      per_round_start_bytes=(520 * MIB,), scope="process")
+    (v,) = check_budgets(measurement(memory=(peak,)), Budgets(max_peak_device_bytes=256 * MIB))
+    assert v.message() == (
+        "peak_nvml[GPU:0]: measured 1,544.0 MiB, limit 256.0 MiB (the limit applies to the absolute peak: this "
+        "process's NVML memory, CUDA context and allocator pool included; the test itself added 1,024.0 MiB above "
+        "what was in use when its rounds began)")
+    whole = MemoryPeak(MemorySource.NVML, "GPU:0", 9000 * MIB, scope="device")
+    (w,) = check_budgets(measurement(memory=(whole,)), Budgets(max_peak_device_bytes=256 * MIB))
+    assert "the whole device's NVML memory, all processes on it included" in w.message()
+
+
+def test_min_gpu_busy_fraction_gates_the_busy_figure_and_says_why_it_is_missing() -> None:
+    from pytest_tfperf.config import MarkerOptions
+    from pytest_tfperf.model import GpuBusy
+
+    budgets = budgets_from_marker(MarkerOptions.from_kwargs({"min_gpu_busy_fraction": 0.5}, "t"))
+    starved = measurement(extra_metrics=(("gpu_busy_fraction", 0.11),))
+    (v,) = check_budgets(starved, budgets)
+    assert v.message() == "gpu_busy_fraction (minimum): measured 11.0%, limit 50.0%"
+    assert check_budgets(measurement(extra_metrics=(("gpu_busy_fraction", 0.98),)), budgets) == ()
+    (no_gpu,) = unchecked_budgets(measurement(), budgets)
+    assert no_gpu.startswith("min_gpu_busy_fraction: not checked") and "NVML read no GPU" in no_gpu
+    lost = measurement(gpu_busy=(GpuBusy("GPU:0", unavailable="round 2 of 5: NVML stopped answering"),))
+    (why,) = unchecked_budgets(lost, budgets)
+    assert "round 2 of 5: NVML stopped answering" in why
+    with pytest.raises(ValueError, match="min_gpu_busy_fraction"):
+        MarkerOptions.from_kwargs({"min_gpu_busy_fraction": 1.5}, "t")

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from pytest_tfperf.compare import MIB, Status, Tolerances, judge, judge_paired, pool, round_spread_bytes
+from pytest_tfperf.compare import MIB, Status, Tolerances, judge_rounds, judge_paired, pool, round_spread_bytes
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
 
 TEST_ID = "tests/test_pipeline.py::test_train_step"
@@ -54,9 +54,9 @@ def synthetic(
 
 def gate(current: Measurement, baseline: Measurement, remeasure: Measurement, seed: int) -> Status:
     """The plugin's flow: judge; if borderline, measure again, pool, and judge once more (final)."""
-    verdict = judge(current, baseline, Tolerances(), seed=seed)
+    verdict = judge_rounds(current, baseline, Tolerances(), seed=seed)
     if verdict.needs_remeasure:
-        verdict = judge(pool(current, remeasure), baseline, Tolerances(), seed=seed)
+        verdict = judge_rounds(pool(current, remeasure), baseline, Tolerances(), seed=seed)
     return verdict.status
 
 
@@ -87,7 +87,7 @@ def test_a_20_percent_slowdown_is_always_caught() -> None:
 
 
 def test_regression_verdict_carries_figures_and_direction() -> None:
-    verdict = judge(synthetic(2, time_factor=1.25), synthetic(1), Tolerances())
+    verdict = judge_rounds(synthetic(2, time_factor=1.25), synthetic(1), Tolerances())
     t = verdict.metric("throughput")
     assert t is not None
     assert verdict.status == "regressed" and verdict.failed
@@ -101,7 +101,7 @@ def test_regression_verdict_carries_figures_and_direction() -> None:
 
 
 def test_speedup_beyond_tolerance_is_an_improvement_not_a_failure() -> None:
-    verdict = judge(synthetic(2, time_factor=1 / 1.25), synthetic(1), Tolerances())
+    verdict = judge_rounds(synthetic(2, time_factor=1 / 1.25), synthetic(1), Tolerances())
     assert verdict.status == "improved"
     assert not verdict.failed
     assert re.search(r"throughput faster than baseline by 2\d% \(99% CI \+\d", verdict.summary())
@@ -110,7 +110,7 @@ def test_speedup_beyond_tolerance_is_an_improvement_not_a_failure() -> None:
 
 
 def test_small_speedup_is_unchanged() -> None:
-    verdict = judge(synthetic(2, time_factor=1 / 1.06), synthetic(1), Tolerances())
+    verdict = judge_rounds(synthetic(2, time_factor=1 / 1.06), synthetic(1), Tolerances())
     assert verdict.status == "unchanged"
     assert verdict.improvement_message("x") is None
 
@@ -118,7 +118,7 @@ def test_small_speedup_is_unchanged() -> None:
 def test_rounds_that_vary_too_much_are_reported_noisy_with_what_could_be_missed() -> None:
     statuses = []
     for i in range(30):
-        verdict = judge(synthetic(100 + i, cv_round=0.10), synthetic(200 + i, cv_round=0.10), Tolerances(), seed=i)
+        verdict = judge_rounds(synthetic(100 + i, cv_round=0.10), synthetic(200 + i, cv_round=0.10), Tolerances(), seed=i)
         statuses.append(verdict.status)
         t = verdict.metric("throughput")
         assert t is not None
@@ -130,14 +130,14 @@ def test_rounds_that_vary_too_much_are_reported_noisy_with_what_could_be_missed(
 
 
 def test_quiet_measurements_report_what_they_can_catch() -> None:
-    t = judge(synthetic(2), synthetic(1), Tolerances()).metric("throughput")
+    t = judge_rounds(synthetic(2), synthetic(1), Tolerances()).metric("throughput")
     assert t is not None and t.status is Status.UNCHANGED
     assert t.minimum_detectable_change is not None and 0.05 < t.minimum_detectable_change < 0.10
     assert f"catches slowdowns of {t.minimum_detectable_change:.1%} or more" in t.message
 
 
 def test_too_few_rounds_cannot_reach_the_confidence_level_and_say_so() -> None:
-    verdict = judge(synthetic(2, rounds=3, time_factor=1.5), synthetic(1, rounds=3), Tolerances())
+    verdict = judge_rounds(synthetic(2, rounds=3, time_factor=1.5), synthetic(1, rounds=3), Tolerances())
     t = verdict.metric("throughput")
     assert t is not None and t.status is Status.NOISY
     assert t.minimum_detectable_change == float("inf")
@@ -145,22 +145,22 @@ def test_too_few_rounds_cannot_reach_the_confidence_level_and_say_so() -> None:
 
 
 def test_borderline_evidence_asks_for_a_remeasure_and_clear_evidence_does_not() -> None:
-    borderline = judge(synthetic(2, time_factor=1.05, cv_round=0.03), synthetic(1, cv_round=0.03), Tolerances())
+    borderline = judge_rounds(synthetic(2, time_factor=1.05, cv_round=0.03), synthetic(1, cv_round=0.03), Tolerances())
     assert borderline.needs_remeasure
-    assert not judge(synthetic(2), synthetic(1), Tolerances()).needs_remeasure
-    assert not judge(synthetic(2, time_factor=1.3), synthetic(1), Tolerances()).needs_remeasure
+    assert not judge_rounds(synthetic(2), synthetic(1), Tolerances()).needs_remeasure
+    assert not judge_rounds(synthetic(2, time_factor=1.3), synthetic(1), Tolerances()).needs_remeasure
 
 
 def test_tolerance_moves_the_decision_threshold() -> None:
     current, baseline = synthetic(2, time_factor=1.08), synthetic(1)
-    assert judge(current, baseline, Tolerances()).status == "regressed"  # 7.4% slower > 5%
-    loose = judge(current, baseline, Tolerances(throughput=0.20))  # decides at 10%
+    assert judge_rounds(current, baseline, Tolerances()).status == "regressed"  # 7.4% slower > 5%
+    loose = judge_rounds(current, baseline, Tolerances(throughput=0.20))  # decides at 10%
     assert loose.status == "unchanged"
 
 
 def test_throughput_compares_items_per_second_not_iteration_time() -> None:
     # Twice the items per iteration at the same iteration time is twice the throughput.
-    verdict = judge(synthetic(2, items=128.0), synthetic(1, items=64.0), Tolerances())
+    verdict = judge_rounds(synthetic(2, items=128.0), synthetic(1, items=64.0), Tolerances())
     t = verdict.metric("throughput")
     assert t is not None and t.status is Status.IMPROVED
     assert t.relative_change == pytest.approx(1.0, abs=0.05)
@@ -168,16 +168,16 @@ def test_throughput_compares_items_per_second_not_iteration_time() -> None:
 
 def test_judge_is_deterministic_for_a_seed() -> None:
     current, baseline = synthetic(2, time_factor=1.05), synthetic(1)
-    assert judge(current, baseline, Tolerances(), seed=3) == judge(current, baseline, Tolerances(), seed=3)
+    assert judge_rounds(current, baseline, Tolerances(), seed=3) == judge_rounds(current, baseline, Tolerances(), seed=3)
 
 
 def test_judge_refuses_other_tests_and_other_environments() -> None:
     other = dataclasses.replace(synthetic(2), test_id="tests/test_x.py::test_other")
     with pytest.raises(ValueError, match="its own baseline"):
-        judge(other, synthetic(1), Tolerances())
+        judge_rounds(other, synthetic(1), Tolerances())
     elsewhere = dataclasses.replace(synthetic(2), environment_id="env2")
     with pytest.raises(ValueError, match="different environments"):
-        judge(elsewhere, synthetic(1), Tolerances())
+        judge_rounds(elsewhere, synthetic(1), Tolerances())
 
 
 # -- memory -------------------------------------------------------------------
@@ -198,7 +198,7 @@ def with_memory(peaks: tuple[MemoryPeak, ...]) -> Measurement:
 
 
 def memory_status(current: tuple[MemoryPeak, ...], baseline: tuple[MemoryPeak, ...], metric: str) -> Status:
-    verdict = judge(with_memory(current), with_memory(baseline), Tolerances(bootstrap_resamples=100))
+    verdict = judge_rounds(with_memory(current), with_memory(baseline), Tolerances(bootstrap_resamples=100))
     m = verdict.metric(metric)
     assert m is not None
     return m.status
@@ -243,7 +243,7 @@ def test_a_leak_within_the_measurement_does_not_widen_its_own_band() -> None:
 
 def test_memory_whose_rounds_vary_by_more_than_the_cap_is_noisy() -> None:
     wild = tf_peak(20 * MIB, tuple(m * MIB for m in (10, 20, 12, 18, 11)))
-    verdict = judge(with_memory((wild,)), with_memory((wild,)), Tolerances())
+    verdict = judge_rounds(with_memory((wild,)), with_memory((wild,)), Tolerances())
     m = verdict.metric("peak_tf_allocator[CPU:0]")
     assert m is not None and m.status is Status.NOISY
     assert m.minimum_detectable_change is not None and m.minimum_detectable_change > 0.10
@@ -263,10 +263,10 @@ def test_less_memory_is_an_improvement() -> None:
 
 def test_missing_memory_figures_are_unavailable_with_the_reason() -> None:
     gone = MemoryPeak(MemorySource.TF_ALLOCATOR, "CPU:0", None, unavailable="TF_ENABLE_ONEDNN_OPTS=0")
-    verdict = judge(with_memory((gone,)), with_memory((tf_peak(MIB),)), Tolerances())
+    verdict = judge_rounds(with_memory((gone,)), with_memory((tf_peak(MIB),)), Tolerances())
     m = verdict.metric("peak_tf_allocator[CPU:0]")
     assert m is not None and m.status is Status.UNAVAILABLE and "TF_ENABLE_ONEDNN_OPTS=0" in m.message
-    only_now = judge(with_memory((rss_peak(MIB),)), with_memory(()), Tolerances()).metric("peak_rss_hwm[host]")
+    only_now = judge_rounds(with_memory((rss_peak(MIB),)), with_memory(()), Tolerances()).metric("peak_rss_hwm[host]")
     assert only_now is not None and only_now.status is Status.UNAVAILABLE and "baseline" in only_now.message
 
 
@@ -274,16 +274,16 @@ def test_missing_memory_figures_are_unavailable_with_the_reason() -> None:
 
 
 def test_any_increase_in_steady_state_traces_is_a_regression() -> None:
-    verdict = judge(synthetic(2, traces_steady=1), synthetic(1, traces_steady=0), Tolerances())
+    verdict = judge_rounds(synthetic(2, traces_steady=1), synthetic(1, traces_steady=0), Tolerances())
     t = verdict.metric("traces_steady")
     assert t is not None and t.status is Status.REGRESSED and verdict.status == "regressed"
     assert "0 -> 1" in t.message
-    assert judge(synthetic(2, traces_steady=1), synthetic(1, traces_steady=2), Tolerances()).metric(
+    assert judge_rounds(synthetic(2, traces_steady=1), synthetic(1, traces_steady=2), Tolerances()).metric(
         "traces_steady"
     ).status is Status.IMPROVED  # type: ignore[union-attr]
     allowed = Tolerances(traces_steady_increase=2)
-    assert judge(synthetic(2, traces_steady=2), synthetic(1), allowed).status == "unchanged"
-    missing = judge(synthetic(2, traces_steady=None), synthetic(1), Tolerances()).metric("traces_steady")
+    assert judge_rounds(synthetic(2, traces_steady=2), synthetic(1), allowed).status == "unchanged"
+    missing = judge_rounds(synthetic(2, traces_steady=None), synthetic(1), Tolerances()).metric("traces_steady")
     assert missing is not None and missing.status is Status.UNAVAILABLE
 
 
@@ -293,7 +293,7 @@ def test_any_increase_in_steady_state_traces_is_a_regression() -> None:
 def test_failure_message_says_what_moved_how_sure_against_what_and_how_to_refresh() -> None:
     current = synthetic(2, time_factor=1.25, memory=(tf_peak(110 * MIB),), traces_steady=3)
     baseline = synthetic(1, memory=(tf_peak(100 * MIB),))
-    verdict = judge(current, baseline, Tolerances())
+    verdict = judge_rounds(current, baseline, Tolerances())
     text = verdict.failure_message("3f2a9c1d4e5b6a7c", "pytest --tfperf --tfperf-update tests/test_pipeline.py")
     assert TEST_ID in text
     assert "throughput" in text and "items/s" in text
@@ -387,7 +387,7 @@ def test_paired_rounds_cancel_a_drift_that_moves_both_sides() -> None:
 def test_the_two_sample_rank_test_loses_what_pairing_sees() -> None:
     # Same data, 8 rounds a side, a 10% drift between rounds: unpaired, it hides a 10% slowdown.
     data = [paired(i, 1.10, rounds=8, cv_machine=0.10) for i in range(50)]
-    unpaired = sum(judge(dataclasses.replace(cur, test_id=base.test_id), base, Tolerances()).status
+    unpaired = sum(judge_rounds(dataclasses.replace(cur, test_id=base.test_id), base, Tolerances()).status
                    is Status.REGRESSED for cur, base in data)
     pairwise = sum(judge_paired(cur, base, Tolerances()).status is Status.REGRESSED for cur, base in data)
     assert unpaired <= 10 and pairwise >= 40

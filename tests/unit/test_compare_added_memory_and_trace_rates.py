@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_tfperf.compare import Tolerances, judge
+from pytest_tfperf.compare import Tolerances, judge_rounds
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 
 MIB = 2**20
@@ -25,7 +25,7 @@ def test_leftovers_between_rounds_do_not_count_as_the_workloads_memory() -> None
     baseline = measurement((120 * MIB,) * 5, (100 * MIB,) * 5)
     current = measurement(tuple((100 + 100 * r + 20) * MIB for r in range(5)),
                           tuple((100 + 100 * r) * MIB for r in range(5)))
-    verdict = judge(current, baseline, Tolerances())
+    verdict = judge_rounds(current, baseline, Tolerances())
     mem = verdict.metric("peak_tf_allocator[CPU:0]")
     assert mem is not None and str(mem.status) == "unchanged", mem.message
 
@@ -33,22 +33,22 @@ def test_leftovers_between_rounds_do_not_count_as_the_workloads_memory() -> None
 def test_ten_percent_more_added_memory_is_caught() -> None:
     baseline = measurement((120 * MIB,) * 5, (100 * MIB,) * 5)
     current = measurement((122 * MIB,) * 5, (100 * MIB,) * 5)  # adds 22 MiB instead of 20
-    mem = judge(current, baseline, Tolerances()).metric("peak_tf_allocator[CPU:0]")
+    mem = judge_rounds(current, baseline, Tolerances()).metric("peak_tf_allocator[CPU:0]")
     assert mem is not None and str(mem.status) == "regressed", mem.message
 
 
 def test_retracing_on_every_call_is_compared_per_iteration() -> None:
     baseline = measurement((MIB,) * 5, (0,) * 5, traces=50, iterations_per_round=10)  # 1 per iteration
     current = measurement((MIB,) * 5, (0,) * 5, traces=150, iterations_per_round=30)  # still 1 per iteration
-    traces = judge(current, baseline, Tolerances()).metric("traces_steady")
+    traces = judge_rounds(current, baseline, Tolerances()).metric("traces_steady")
     assert traces is not None and str(traces.status) == "unchanged", traces.message
     worse = measurement((MIB,) * 5, (0,) * 5, traces=300, iterations_per_round=30)  # 2 per iteration
-    traces = judge(worse, baseline, Tolerances()).metric("traces_steady")
+    traces = judge_rounds(worse, baseline, Tolerances()).metric("traces_steady")
     assert traces is not None and str(traces.status) == "regressed", traces.message
 
 
 def test_any_steady_trace_fails_when_the_baseline_had_none() -> None:
     baseline = measurement((MIB,) * 5, (0,) * 5, traces=0)
     current = measurement((MIB,) * 5, (0,) * 5, traces=1, iterations_per_round=1000)
-    traces = judge(current, baseline, Tolerances()).metric("traces_steady")
+    traces = judge_rounds(current, baseline, Tolerances()).metric("traces_steady")
     assert traces is not None and str(traces.status) == "regressed", traces.message

@@ -145,14 +145,14 @@ def test_no_test_in_common_exits_two(tmp_path: Path, old: Path) -> None:
 
 def test_a_test_that_cannot_be_judged_exits_two(tmp_path: Path, old: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     new = results(tmp_path / "new.json", measurement("t::a", slowdown=1.25, seed=10), measurement("t::b", seed=11))
-    real_judge = compare_cli.judge
+    real_judge = compare_cli.judge_rounds
 
     def judge(current: Measurement, baseline: Measurement, *args: object, **kwargs: object) -> object:
         if current.test_id == "t::b":
             raise ValueError("cannot compare these")
         return real_judge(current, baseline, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(compare_cli, "judge", judge)
+    monkeypatch.setattr(compare_cli, "judge_rounds", judge)
     code, out, _ = run(old, new)
     assert code == 2  # an incomplete comparison wins over the regression it also found
     assert "ERROR       t::b: cannot compare these" in out and "REGRESSED" in out

@@ -92,7 +92,7 @@ def test_trend_pivots_one_metric_by_time_and_environment(tmp_path: Path) -> None
     assert trend[GPU.fingerprint].dropna().tolist() == [pytest.approx(100_000, abs=500)]
     only_cpu = metric_trend(frame, "tests/t.py::test_a[x, y]", "median_ns", fingerprints=[CPU.fingerprint])
     assert list(only_cpu.columns) == [CPU.fingerprint]
-    with pytest.raises(ValueError, match="no history of 'nope' .* recorded metrics: cv, first_call_ns"):
+    with pytest.raises(ValueError, match=r"no history of 'nope' .* recorded metrics: added_peak_tf_allocator\[CPU:0\], cv, first_call_ns"):
         metric_trend(frame, "t::other", "nope")
     with pytest.raises(ValueError, match="no history for test 't::missing'"):
         metric_trend(frame, "t::missing", "median_ns")
@@ -201,3 +201,38 @@ def test_concurrent_appends_keep_every_row(tmp_path: Path) -> None:
     per_run = len(history.measurement_metrics(measurement()))
     assert len(frame) == 2 * 15 * per_run
     assert frame.groupby("run_id").size().eq(per_run).all() and frame["run_id"].nunique() == 30
+
+
+def test_recorded_runs_are_grouped_by_run_and_kept_apart_from_refreshes(tmp_path: Path) -> None:
+    from pytest_tfperf.history import read_history_rows, recorded_runs
+
+    append_history(tmp_path, [measurement("t::a", median_ns=1_000_000)], CPU, recorded_at=at(1), git_commit="")
+    for day, ns in ((3, 1_100_000), (2, 900_000)):  # out of order: union merges leave rows so
+        append_history(tmp_path, [measurement("t::a", median_ns=ns)], CPU, recorded_at=at(day), git_commit=COMMIT,
+                       kind="record")
+    rows = read_history_rows(tmp_path / HISTORY_FILE_NAME)
+    assert {r.kind for r in rows} == {"refresh", "record"}
+    (runs,) = recorded_runs(rows + rows).values()  # duplicated rows (a merge) are one run
+    assert [r.recorded_at[:10] for r in runs] == ["2025-11-02", "2025-11-03"]
+    assert [r.throughput_per_s for r in runs] == [pytest.approx(8e9 / ns, rel=1e-2) for ns in (900_000, 1_100_000)]
+    assert runs[0].memory("peak_tf_allocator[CPU:0]") == 2**20 and runs[0].git_commit == COMMIT
+
+
+def _record_many(directory: str, tag: str, count: int) -> None:
+    for _ in range(count):
+        append_history(directory, [measurement("t::shared"), measurement(f"t::{tag}")], CPU, git_commit="",
+                       kind="record")
+
+
+def test_concurrent_record_runs_lose_nothing(tmp_path: Path) -> None:
+    from pytest_tfperf.history import read_history_rows, recorded_runs
+
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ctx.Pool(2) as pool:
+        jobs = [pool.apply_async(_record_many, (str(tmp_path), tag, 10)) for tag in ("p1", "p2")]
+        for job in jobs:
+            job.get(timeout=120)
+    runs = recorded_runs(read_history_rows(tmp_path / HISTORY_FILE_NAME))
+    fp = CPU.fingerprint
+    assert len(runs[("t::shared", fp)]) == 20 and len(runs[("t::p1", fp)]) == 10 and len(runs[("t::p2", fp)]) == 10

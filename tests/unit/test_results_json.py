@@ -161,12 +161,12 @@ def test_a_missing_results_file_is_reported(tmp_path: Path) -> None:
 
 
 def test_a_compare_verdict_dataclass_is_stored_field_by_field(tmp_path: Path) -> None:
-    from pytest_tfperf.compare import Tolerances, judge
+    from pytest_tfperf.compare import Tolerances, judge_rounds
 
     base, slow = measurement("t::a", rounds=6), measurement("t::a", rounds=6, seed=5)
     slow = dataclasses.replace(slow, timings=Timings(tuple(s * 2 for s in slow.timings.samples_ns),
                                                      slow.timings.round_sizes, 16.0, 10**8))
-    verdict = judge(slow, base, Tolerances())
+    verdict = judge_rounds(slow, base, Tolerances())
     doc = load_results(write_results(tmp_path / "r.json", ENV, [FakeOutcome(slow, verdict)]))
     stored = doc.verdict("t::a")
     assert stored is not None and stored["status"] == "regressed" and stored["test_id"] == "t::a"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tfperf import serialization as ser
-from pytest_tfperf.model import Diagnosis, Environment, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.model import Diagnosis, Environment, GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
 
 
 def make_timings(rounds: int = 5, per_round: int = 40, seed: int = 0) -> Timings:
@@ -81,10 +81,18 @@ def test_every_model_field_is_serialised() -> None:
     def keys(obj: object) -> set[str]:
         return {f.name for f in dataclasses.fields(obj)}  # type: ignore[arg-type]
 
-    m = make_measurement()
+    # The GPU fields are optional (written only where a GPU was measured): measured on a GPU here.
+    m = make_measurement(
+        memory=(MemoryPeak(MemorySource.NVML, "GPU:0", 3 * 2**30, 2**30, (3 * 2**30,), per_round_start_bytes=(2**30,),
+                           scope="process", detail="NVML memory of this process"),),
+        gpu_busy=(GpuBusy("GPU:0", (0.98,), (0.97,), process_on_gpu=True, samples=20),
+                  GpuBusy("GPU:1", unavailable="NVML stopped answering", process_unavailable="not supported")))
     stored = ser.measurement_to_dict(m)
     assert keys(m) <= set(stored)
     assert keys(m.memory[0]) <= set(stored["memory"][0])
+    assert keys(m.gpu_busy[0]) - {"unavailable", "process_unavailable"} <= set(stored["gpu_busy"][0])
+    assert keys(m.gpu_busy[1]) <= set(stored["gpu_busy"][1])
+    assert round_trip(m) == m
     assert keys(m.diagnoses[0]) <= set(stored["diagnoses"][0])
     assert keys(m.timings) - {"samples_ns", "round_sizes"} <= set(stored["timings"])
     assert keys(Environment(())) <= set(ser.environment_to_dict(Environment(())))

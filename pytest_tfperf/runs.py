@@ -1,0 +1,102 @@
+"""One run of a test, summarised: what a baseline keeps of each process that measured it.
+
+A stored baseline holds several runs, each measured in its own pytest process
+(``--tfperf-update`` starts the extra processes), and a CI job on the main
+branch can add runs to the history without replacing the baseline
+(``--tfperf-record``). The gate learns from them how far this machine's figures
+move from one process to the next; one process's rounds cannot tell (on the
+project's 2-core VM whole processes ran up to 1.35x slower than others started
+seconds apart, while each process's own rounds agreed within a few percent).
+
+Pure data: no pytest, no TensorFlow, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pytest_tfperf.model import Measurement
+
+REFRESH = "refresh"  # measured by --tfperf-update: part of the baseline
+RECORD = "record"  # measured by --tfperf-record: history only, never the reference level
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The figures of one run of one test that the stored gate compares.
+
+    ``throughput_per_s``: items per second at the run's median iteration.
+    ``memory_added_bytes``: per memory metric (``peak_tf_allocator[CPU:0]``...),
+    the most any round added above the memory in use when it began (the figure
+    the memory gate compares). ``traces_steady``: tf.function traces after warm-up.
+    """
+
+    run_id: str
+    recorded_at: str  # UTC, ISO 8601
+    kind: str  # REFRESH or RECORD
+    throughput_per_s: float
+    memory_added_bytes: tuple[tuple[str, int], ...] = ()
+    traces_steady: int | None = None
+    git_commit: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in (REFRESH, RECORD):
+            raise ValueError(f"a run's kind is {REFRESH!r} or {RECORD!r}, got {self.kind!r}")
+
+    def memory(self, metric: str) -> int | None:
+        for name, value in self.memory_added_bytes:
+            if name == metric:
+                return value
+        return None
+
+
+def summarize(measurement: Measurement, *, run_id: str, recorded_at: str, kind: str = REFRESH,
+              git_commit: str = "") -> RunSummary:
+    """The run summary of ``measurement``."""
+    memory = tuple(
+        (peak.metric_name, int(peak.added_bytes))
+        for peak in measurement.memory
+        if peak.peak_bytes is not None and peak.added_bytes is not None
+    )
+    return RunSummary(
+        run_id=run_id,
+        recorded_at=recorded_at,
+        kind=kind,
+        throughput_per_s=measurement.throughput_per_s,
+        memory_added_bytes=memory,
+        traces_steady=measurement.traces_steady,
+        git_commit=git_commit,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineRuns:
+    """What the stored gate knows of a test on this machine.
+
+    ``runs``: the baseline's own runs (refreshes, one process each; they set the
+    reference level). ``history``: runs recorded since, oldest first (they only
+    sharpen the estimate of the between-process spread, see ``stored_rule``).
+    """
+
+    runs: tuple[RunSummary, ...]
+    history: tuple[RunSummary, ...] = ()
+    # The machine's typical between-process spread of log throughput (``stored_rule.machine_spread`` over
+    # every baseline of this environment): the least spread this test's bound assumes. 0: unknown.
+    machine_spread: float = 0.0
+
+    def throughputs(self) -> list[float]:
+        return [r.throughput_per_s for r in self.runs if r.throughput_per_s > 0]
+
+    def history_throughputs(self) -> list[float]:
+        return [r.throughput_per_s for r in self.history if r.throughput_per_s > 0]
+
+    def memory(self, metric: str) -> list[int]:
+        return [v for v in (r.memory(metric) for r in self.runs) if v is not None]
+
+    def history_memory(self, metric: str) -> list[int]:
+        return [v for v in (r.memory(metric) for r in self.history) if v is not None]
+
+
+def memory_map(summary: RunSummary) -> Mapping[str, int]:
+    return dict(summary.memory_added_bytes)

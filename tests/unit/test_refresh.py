@@ -1,0 +1,25 @@
+"""The extra processes of a baseline refresh: which options they drop, and what they bring back."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pytest_tfperf.refresh import child_arguments, run_extra_processes
+
+
+def test_the_users_output_files_and_refresh_options_are_dropped() -> None:
+    args = ["--tfperf", "--tfperf-update", "--tfperf-runs=5", "--junitxml", "out.xml", "--tfperf-json=r.json",
+            "-k", "fast", "--tfperf-markdown", "s.md", "--tfperf-record", "tests/", "-p", "myplugin",
+            "--tfperf-budget=1", "--tfperf-update-improved", "--junit-xml=j.xml"]
+    assert child_arguments(args) == ["--tfperf", "-k", "fast", "tests/", "-p", "myplugin", "--tfperf-budget=1"]
+
+
+def test_a_process_that_writes_no_results_is_reported_with_its_output(tmp_path: Path) -> None:
+    # A "python" that runs no pytest: each extra process fails before measuring anything.
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!{sys.executable}\nprint('ImportError: no module named tensorflow')\n")
+    fake.chmod(0o755)
+    runs = run_extra_processes(2, ["--tfperf"], tmp_path, python=str(fake))
+    assert runs.measurements == {} and runs.processes == 2 and len(runs.failures) == 2
+    assert "run 2 wrote no results" in runs.failures[0] and "no module named tensorflow" in runs.failures[0]
