@@ -136,7 +136,7 @@ class TfPerf:
     def _claim(self, what: str) -> None:
         if self._used_by is not None:
             raise FixtureAlreadyUsed(
-                f"{self._test_id}: FixtureAlreadyUsed: the tfperf fixture was already used in this test "
+                f"{self._node_id}: FixtureAlreadyUsed: the tfperf fixture was already used in this test "
                 f"({self._used_by}); it measures one workload per test. Split the test in two, or use "
                 f"tfperf.compare(...) to measure variants side by side.",
                 pytrace=False,
@@ -145,7 +145,7 @@ class TfPerf:
 
     def _usage_error(self, message: str) -> NoReturn:
         """Fail the test with one line that names it, as pytest reports its own misuse: no plugin frames."""
-        _fail(f"{self._test_id}: {message}")
+        _fail(f"{self._node_id}: {message}")
 
     def _check_items(self, value: object, what: str) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
