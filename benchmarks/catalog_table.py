@@ -1,7 +1,8 @@
-"""Measure the anti-pattern catalog and print (or write into the README) the table of its effects.
+"""Measure the anti-pattern catalog and print (or write into docs/catalog.md) the table of its effects.
 
     python benchmarks/catalog_table.py                      # run the catalog with --tfperf, print the table
-    python benchmarks/catalog_table.py --readme README.md   # ...and replace the table between the markers
+    python benchmarks/catalog_table.py --doc                # ...and replace the table in docs/catalog.md
+    python benchmarks/catalog_table.py --doc PATH.md        # ...or between the markers of another page
     python benchmarks/catalog_table.py --effects run.jsonl  # render effects recorded by an earlier run
 
 The numbers come from a real ``pytest --tfperf`` run of ``benchmarks/test_catalog.py``:
@@ -25,6 +26,8 @@ from pathlib import Path
 START_MARKER = "<!-- catalog-table:start -->"
 END_MARKER = "<!-- catalog-table:end -->"
 HERE = Path(__file__).resolve().parent
+# The page that holds the table (the README used to; it now links there).
+DEFAULT_DOC = Path("docs") / "catalog.md"
 
 
 def run_catalog(effects_path: Path, json_path: Path, pytest_args: Sequence[str]) -> int:
@@ -146,26 +149,29 @@ def render(rows: list[dict[str, object]], machine: str, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_into(readme: Path, table: str) -> None:
-    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
+def write_into(page: Path, table: str) -> None:
+    text = page.read_text(encoding="utf-8") if page.exists() else ""
     if START_MARKER in text and END_MARKER in text:
         head, rest = text.split(START_MARKER, 1)
         _, tail = rest.split(END_MARKER, 1)
         text = f"{head}{START_MARKER}\n{table}{END_MARKER}{tail}"
     else:
-        raise SystemExit(f"{readme}: no {START_MARKER} ... {END_MARKER} block to replace; add one where the "
+        raise SystemExit(f"{page}: no {START_MARKER} ... {END_MARKER} block to replace; add one where the "
                          f"table belongs")
-    readme.write_text(text, encoding="utf-8")
+    page.write_text(text, encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--effects", type=Path, help="render this effects file instead of running the catalog")
     parser.add_argument("--results-json", type=Path, help="the --tfperf-json document of that run (machine line)")
-    parser.add_argument("--readme", type=Path, help="replace the table between the catalog-table markers here")
+    # --readme is the option's old name, kept so that older commands still work.
+    parser.add_argument("--doc", "--readme", dest="doc", type=Path, nargs="?", const=DEFAULT_DOC,
+                        help=f"replace the table between the catalog-table markers of this page "
+                             f"(default {DEFAULT_DOC.as_posix()})")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     args = parser.parse_args(argv)
-    command = "python benchmarks/catalog_table.py" + (f" --readme {args.readme}" if args.readme else "")
+    command = "python benchmarks/catalog_table.py" + (f" --doc {args.doc.as_posix()}" if args.doc else "")
     if args.effects is not None:
         rows = load_effects(args.effects)
         machine = machine_line(args.results_json) if args.results_json else ""
@@ -181,9 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"warning: pytest exited with status {status}; the table shows what was measured",
                       file=sys.stderr)
     table = render(rows, machine, command)
-    if args.readme:
-        write_into(args.readme, table)
-        print(f"table written into {args.readme}", file=sys.stderr)
+    if args.doc:
+        write_into(args.doc, table)
+        print(f"table written into {args.doc}", file=sys.stderr)
     sys.stdout.write(table)
     return 0
 

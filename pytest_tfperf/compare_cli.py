@@ -2,7 +2,11 @@
 
 For CI jobs that keep ``--tfperf-json`` artifacts (for example main against a
 pull request, measured on the same runner): every test present in both files
-is judged with ``compare.judge_rounds`` (one run on each side: the within-run rule), one line per test, then a summary.
+is judged with ``compare.judge_rounds`` (one run on each side: the within-run rule), one line
+per test, then a summary. Either
+side may be the shards of a suite split over a CI matrix: a directory of
+results files or a quoted glob, merged by ``shards`` (each test keeps its
+shard's environment, and each pair of tests is checked for its own).
 
 Exit status: 0 nothing regressed, 1 at least one test regressed, 2 the
 comparison could not be made (bad arguments or files, environments whose hard
@@ -20,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from pytest_tfperf.baseline_store import key_differences
+from pytest_tfperf.baseline_store import KeyDifference, key_differences
 from pytest_tfperf.compare import Status, Tolerances, Verdict, judge_rounds
-from pytest_tfperf.results_json import ResultsDocument, load_results
+from pytest_tfperf.model import Environment
+from pytest_tfperf.results_json import ResultsDocument
 from pytest_tfperf.serialization import StorageError
+from pytest_tfperf.shards import ShardedResults, ShardError, load_shards
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -56,8 +62,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare two pytest-tfperf results files (written with --tfperf-json) and fail on regressions.",
         epilog="exit status: 0 no regression, 1 regression, 2 usage or input error",
     )
-    parser.add_argument("old", type=Path, help="results file of the reference run (e.g. main)")
-    parser.add_argument("new", type=Path, help="results file of the run to check")
+    parser.add_argument("old", type=Path, help="results of the reference run (e.g. main): a file, or the shards of a "
+                                               "split run as a directory or quoted glob ('old/*.json')")
+    parser.add_argument("new", type=Path, help="results of the run to check (a file, directory or quoted glob)")
     parser.add_argument("--tolerance", type=float, default=None, metavar="FRACTION",
                         help="throughput slowdown the gate is built to catch (default 0.10 = 10%%)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default 0)")
@@ -67,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def compare_documents(old: ResultsDocument, new: ResultsDocument, tolerances: Tolerances, *,
-                      seed: int = 0) -> list[TestComparison]:
+def compare_documents(old: ResultsDocument | ShardedResults, new: ResultsDocument | ShardedResults,
+                      tolerances: Tolerances, *, seed: int = 0) -> list[TestComparison]:
     """Judge every test of ``new`` against ``old``; tests in only one file get a note."""
     out: list[TestComparison] = []
     for test_id in sorted({m.test_id for m in old.measurements} | {m.test_id for m in new.measurements}):
@@ -88,6 +95,29 @@ def compare_documents(old: ResultsDocument, new: ResultsDocument, tolerances: To
             out.append(TestComparison(test_id, note=str(exc), error=True))
             continue
         out.append(TestComparison(test_id, verdict=verdict))
+    return out
+
+
+def environment_pairs(old: ShardedResults, new: ShardedResults) -> list[tuple[Environment, Environment]]:
+    """The (old, new) environments of the tests that will be compared, each distinct pair once.
+
+    With no test in common, every pair: the environments are still worth a word.
+    """
+    common = set(old.tests) & set(new.tests)
+    candidates = ([(old.environment_of(t), new.environment_of(t)) for t in sorted(common)] if common
+                  else [(a, b) for a in old.environments for b in new.environments])
+    seen: dict[tuple[str, str], tuple[Environment, Environment]] = {}
+    for a, b in candidates:
+        seen.setdefault((a.fingerprint, b.fingerprint), (a, b))
+    return list(seen.values())
+
+
+def _differences(pairs: Sequence[tuple[Environment, Environment]], *, hard: bool) -> list[KeyDifference]:
+    out: list[KeyDifference] = []
+    for a, b in pairs:
+        found = (key_differences(a.hard_dict(), b.hard_dict()) if hard
+                 else key_differences(a.soft_dict(), b.soft_dict()))
+        out += [d for d in found if d not in out]
     return out
 
 
@@ -144,13 +174,14 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         print(f"tfperf-compare: --tolerance: {exc}", file=err)
         return EXIT_ERROR
     try:
-        old = load_results(args.old)
-        new = load_results(args.new)
-    except StorageError as exc:
+        old = load_shards([args.old])
+        new = load_shards([args.new])
+    except (StorageError, ShardError) as exc:
         print(f"tfperf-compare: {exc}", file=err)
         return EXIT_ERROR
 
-    hard = key_differences(old.environment.hard_dict(), new.environment.hard_dict())
+    pairs = environment_pairs(old, new)
+    hard = _differences(pairs, hard=True)
     if hard:
         differs = ", ".join(d.describe("in old", "in new") for d in hard)
         if not args.allow_different_environment:
@@ -159,7 +190,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                   f"--allow-different-environment to compare anyway.", file=err)
             return EXIT_ERROR
         print(f"note: comparing across different environments ({differs}), as asked", file=out)
-    soft = key_differences(old.environment.soft_dict(), new.environment.soft_dict())
+    soft = _differences(pairs, hard=False)
     if soft:
         changed = ", ".join(d.describe("in old", "in new") for d in soft)
         print(f"note: compared although {changed} changed", file=out)

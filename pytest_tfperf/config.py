@@ -60,6 +60,7 @@ class SessionConfig:
     measure: bool = False
     json_path: str | None = None
     markdown_path: str | None = None
+    html_path: str | None = None  # --tfperf-html: the report page (report_cli, html_report)
     budget_s: float = 2.0
     rounds: int = 5
     baseline_dir: str = DEFAULT_BASELINE_DIR

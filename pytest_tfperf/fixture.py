@@ -131,6 +131,15 @@ class TfPerf:
         workloads = {name: runner.Workload(call=fn, items_per_iteration=float(items)) for name, fn in variants.items()}
         return self._run(workloads, "call", roots=[*variants.values(), *functions])
 
+    def record_effect(self, effect: Mapping[str, Any]) -> None:
+        """Attach a comparison's outcome (``catalog.effects.Effect.to_dict()`` and more) to this run.
+
+        The terminal summary ends with one line per recorded effect, and the
+        results JSON and HTML report carry them. Plain data only, so a results
+        file can be read where this test's code is not installed.
+        """
+        self._session.effects.append({**effect, "test": effect.get("test", self._test_id)})
+
     # -- internals ----------------------------------------------------------
 
     def _claim(self, what: str) -> None:

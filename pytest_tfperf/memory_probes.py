@@ -212,8 +212,8 @@ def _tf_self_check(tf: Any, device: str) -> str | None:
     except ValueError as exc:
         if on_cpu:
             return (
-                f"TensorFlow keeps no allocator statistics for {device} ({exc}). TF_ENABLE_ONEDNN_OPTS=0 "
-                "selects TensorFlow's plain CPU allocator, which has none. Fix: set "
+                f"TensorFlow keeps no allocator statistics for {device} ({exc}). Its plain CPU allocator has "
+                "none: oneDNN is off (TF_ENABLE_ONEDNN_OPTS=0, or by default on CPUs without AVX-512). Fix: set "
                 "TF_CPU_ALLOCATOR_USE_BFC=true before TensorFlow is imported, or leave oneDNN on."
             )
         return f"TensorFlow keeps no allocator statistics for {device}: {exc}"

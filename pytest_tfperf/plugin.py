@@ -43,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="measure tfperf tests (without it they run their workload once, as a smoke test)")
     group.addoption("--tfperf-json", metavar="PATH", default=None,
                     help="write every result (samples, environment, verdicts) to a versioned JSON document")
+    group.addoption("--tfperf-html", metavar="PATH", default=None,
+                    help="write a self-contained HTML report with charts (needs the [report] extra: "
+                         "pip install 'pytest-tfperf[report]'); tfperf-report builds it later from --tfperf-json files")
     group.addoption("--tfperf-markdown", metavar="PATH", default=None,
                     help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
     group.addoption("--tfperf-budget", metavar="SECONDS", type=positive_float, default=None,
@@ -98,7 +101,21 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if session_config.against is not None:
         _check_against(session_config.against, config)
+    if session_config.html_path is not None and not _plotting_installed():
+        # Now, not after an hour of measuring.
+        raise pytest.UsageError("--tfperf-html draws its charts with matplotlib, which is not installed: "
+                                "pip install 'pytest-tfperf[report]'")
     config.stash[CONFIG_KEY] = session_config
+
+
+def _plotting_installed() -> bool:
+    """Whether matplotlib can be imported, found without importing it (plugin load stays light)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _check_against(against: str, config: pytest.Config) -> None:
@@ -184,6 +201,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         measure=opt(OPT_MEASURE),
         json_path=child_json if child_json is not None else (None if partner else opt("--tfperf-json")),
         markdown_path=None if quiet else opt("--tfperf-markdown"),
+        html_path=None if quiet else opt("--tfperf-html"),
         budget_s=float(budget),
         rounds=int(rounds),
         baseline_dir=opt("--tfperf-baseline-dir") or config.getini("tfperf_baseline_dir"),
@@ -268,6 +286,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if lines:
         terminalreporter.write_sep("-", "tfperf")
         for line in lines:
+            terminalreporter.write_line(line)
+    if session.effects:
+        # Last, because it is the catalog's answer: how much each fix beats its anti-pattern here.
+        from pytest_tfperf.effect_lines import effect_lines
+
+        terminalreporter.write_sep("-", "tfperf catalog: fix vs anti-pattern on this machine")
+        for line in effect_lines(session.effects):
             terminalreporter.write_line(line)
 
 

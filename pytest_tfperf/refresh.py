@@ -27,26 +27,38 @@ from pytest_tfperf.model import Measurement
 # Options whose files belong to the session that was started by the user; a refresh run writes none of them.
 _VALUE_OPTIONS = ("--junitxml", "--junit-xml", "--tfperf-json", "--tfperf-markdown", "--tfperf-html", "--html",
                   "--json-report-file", "--report-log", "--resultlog", "--tfperf-runs")
-_FLAG_OPTIONS = ("--tfperf-update", "--tfperf-update-improved", "--tfperf-record", "--tfperf-strict")
+_FLAG_OPTIONS = ("--tfperf-update", "--tfperf-update-improved", "--tfperf-record", "--tfperf-strict",
+                 # the cache's selections: the extra runs are given the very tests the first one measured
+                 "--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--sw", "--stepwise",
+                 "--sw-skip", "--stepwise-skip", "--cache-clear")
+_SELECTION_OPTIONS = ("-k", "-m", "--deselect")
 LOG_TAIL_LINES = 20
 
 
-def child_arguments(args: Sequence[str]) -> list[str]:
-    """``args`` without the options that write the user's files or refresh baselines."""
+def child_arguments(args: Sequence[str], positional: Sequence[str] = (), node_ids: Sequence[str] = ()) -> list[str]:
+    """``args`` without the options that write the user's files, refresh baselines or select tests.
+
+    With ``node_ids``, the ``positional`` paths are replaced by those node ids: each extra process
+    measures exactly the tests the first one did (whatever -k, -m or --lf chose there).
+    """
     out: list[str] = []
     skip = False
+    dropped = set(positional) if node_ids else set()
+    selection = _SELECTION_OPTIONS if node_ids else ()
     for arg in args:
         if skip:
             skip = False
             continue
         name, equals, _ = arg.partition("=")
-        if name in _FLAG_OPTIONS:
+        if name in _FLAG_OPTIONS or arg in dropped:
             continue
-        if name in _VALUE_OPTIONS:
+        if name in _VALUE_OPTIONS or name in selection:
             skip = not equals
             continue
+        if node_ids and len(arg) > 2 and arg[:2] in ("-k", "-m") and not arg.startswith("--"):
+            continue  # -kEXPR, -mEXPR
         out.append(arg)
-    return out
+    return out + list(node_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +72,19 @@ class RefreshRuns:
 
 
 def run_extra_processes(count: int, args: Sequence[str], cwd: Path, *, python: str = sys.executable,
-                        timeout_s: float | None = None) -> RefreshRuns:
-    """Run ``python -m pytest ARGS`` ``count`` times, one after the other, and collect their measurements."""
+                        timeout_s: float | None = None, positional: Sequence[str] = (),
+                        node_ids: Sequence[str] = ()) -> RefreshRuns:
+    """Run ``python -m pytest ARGS`` ``count`` times, one after the other, and collect their measurements.
+
+    ``positional`` and ``node_ids``: see ``child_arguments``.
+    """
     from pytest_tfperf.results_json import load_results
     from pytest_tfperf.serialization import StorageError
 
     start = time.monotonic()
     found: dict[str, list[Measurement]] = {}
     failures: list[str] = []
-    command_args = child_arguments(args)
+    command_args = child_arguments(args, positional, node_ids)
     with tempfile.TemporaryDirectory(prefix="tfperf-refresh-") as scratch:
         for index in range(count):
             results = Path(scratch) / f"run-{index + 2}.json"

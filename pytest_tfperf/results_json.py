@@ -11,7 +11,7 @@ file format does not depend on the verdict classes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -51,8 +51,13 @@ SCHEMA = "pytest-tfperf/results"
 #     Within version 2, written only where a GPU was measured (so CPU-only files
 #     are unchanged, and older readers refuse rather than misread GPU files): a
 #     measurement's "gpu_busy" list, and "scope"/"detail" on NVML memory peaks.
-SCHEMA_VERSION = 2
-_MIGRATIONS: dict[int, Migration] = {1: lambda document: document}
+# 3 - an optional top-level "effects": one object per catalog comparison (how
+#     much the fix beat the anti-pattern, the gate margin, passed), and per
+#     test an optional "reference_measurement": the other version's figures
+#     under --tfperf-against, so a report can plot both sides' rounds. A
+#     version-2 file is a valid version 3.
+SCHEMA_VERSION = 3
+_MIGRATIONS: dict[int, Migration] = {1: lambda document: document, 2: lambda document: document}
 
 DEFAULT_MAX_SAMPLES = 2000  # as for baselines: the same data judged the same way
 _REGENERATE = "pytest --tfperf --tfperf-json=PATH"
@@ -90,6 +95,9 @@ class ResultsDocument:
     written_by: str = ""
     path: Path | None = None
     compared_with: Mapping[str, str] = field(default_factory=dict)  # test id -> what its verdict compared with
+    # test id -> the measurement its paired verdict compared with (--tfperf-against's other version)
+    references: Mapping[str, Measurement] = field(default_factory=dict)
+    effects: tuple[Mapping[str, Any], ...] = ()  # the catalog's fix-vs-anti effects, as written
 
     def measurement(self, test_id: str) -> Measurement | None:
         for m in self.measurements:
@@ -126,12 +134,15 @@ def results_to_dict(
     *,
     created_at: datetime | None = None,
     max_samples: int | None = DEFAULT_MAX_SAMPLES,
+    effects: Sequence[Mapping[str, Any]] = (),
 ) -> JsonDict:
     """The results document.
 
     ``results`` holds measurements, or outcomes carrying ``.measurement`` and
-    ``.verdict``; ``verdicts`` (test id -> verdict) adds or overrides
-    verdicts. A test id appearing twice is an error.
+    ``.verdict`` (and optionally ``.reference``, the measurement a paired
+    verdict compared with); ``verdicts`` (test id -> verdict) adds or
+    overrides verdicts. A test id appearing twice is an error. ``effects``
+    are the catalog's comparisons (``catalog.effects.Effect.to_dict()``).
     """
     fingerprint = environment.fingerprint
     tests: dict[str, JsonDict] = {}
@@ -152,10 +163,13 @@ def results_to_dict(
         compared_with = getattr(item, "baseline", "")
         if compared_with:
             tests[m.test_id]["compared_with"] = compared_with
+        reference = getattr(item, "reference", None)
+        if isinstance(reference, Measurement):
+            tests[m.test_id]["reference_measurement"] = measurement_to_dict(reference, max_samples=max_samples)
     for test_id, verdict in (verdicts or {}).items():
         entry = tests.setdefault(test_id, {"measurement": None, "verdict": None})
         entry["verdict"] = _verdict_to_dict(test_id, verdict)
-    return {
+    document: JsonDict = {
         "created_at": utc_timestamp(created_at),
         "environment": environment_to_dict(environment),
         "schema": SCHEMA,
@@ -163,6 +177,9 @@ def results_to_dict(
         "tests": tests,
         "written_by": package_version(),
     }
+    if effects:
+        document["effects"] = to_json_value([dict(e) for e in effects], "effects")
+    return document
 
 
 def write_results(
@@ -173,11 +190,12 @@ def write_results(
     *,
     created_at: datetime | None = None,
     max_samples: int | None = DEFAULT_MAX_SAMPLES,
+    effects: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Write the results document to ``path`` atomically (parents created) and return the path."""
     path = Path(path)
     text = render_json(results_to_dict(environment, results, verdicts,
-                                       created_at=created_at, max_samples=max_samples))
+                                       created_at=created_at, max_samples=max_samples, effects=effects))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
@@ -190,7 +208,8 @@ def write_results(
 def results_from_dict(data: object, source: str = "<results>") -> ResultsDocument:
     """Validate a parsed results document (already at the current schema version)."""
     top = Field(source, "", _HINT)
-    doc = read_object(data, top, ("created_at", "environment", "schema", "schema_version", "tests", "written_by"))
+    doc = read_object(data, top, ("created_at", "environment", "schema", "schema_version", "tests", "written_by"),
+                      ("effects",))
     environment = environment_from_dict(doc["environment"], top.key("environment"))
     tests = doc["tests"]
     if not isinstance(tests, dict):
@@ -198,9 +217,10 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
     measurements: list[Measurement] = []
     verdicts: dict[str, Mapping[str, Any]] = {}
     compared_with: dict[str, str] = {}
+    references: dict[str, Measurement] = {}
     for test_id, raw in sorted(tests.items()):
         where = top.key("tests").key(test_id)
-        entry = read_object(raw, where, ("measurement", "verdict"), ("compared_with",))
+        entry = read_object(raw, where, ("measurement", "verdict"), ("compared_with", "reference_measurement"))
         if entry["measurement"] is not None:
             m = measurement_from_dict(entry["measurement"], where.key("measurement"))
             if m.test_id != test_id:
@@ -215,6 +235,12 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
             verdicts[test_id] = MappingProxyType(entry["verdict"])
         if "compared_with" in entry:
             compared_with[test_id] = read_str(entry["compared_with"], where.key("compared_with"))
+        if entry.get("reference_measurement") is not None:
+            references[test_id] = measurement_from_dict(entry["reference_measurement"],
+                                                        where.key("reference_measurement"))
+    effects = doc.get("effects", [])
+    if not isinstance(effects, list) or not all(isinstance(e, dict) for e in effects):
+        raise top.key("effects").error("expected a list of objects")
     return ResultsDocument(
         environment=environment,
         measurements=tuple(measurements),
@@ -223,6 +249,8 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
         written_by=read_str(doc["written_by"], top.key("written_by")),
         path=None if source == "<results>" else Path(source),
         compared_with=MappingProxyType(compared_with),
+        references=MappingProxyType(references),
+        effects=tuple(MappingProxyType(e) for e in effects),
     )
 
 

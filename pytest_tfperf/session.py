@@ -37,6 +37,7 @@ class Outcome:
     stored: Any = None  # (baseline Measurement, runs.BaselineRuns) behind a stored verdict, to judge a confirmation
     variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
+    reference: Measurement | None = None  # the partner's measurement (--tfperf-against), for the reports
 
     @property
     def label(self) -> str:
@@ -85,6 +86,7 @@ class TfPerfSession:
         self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
         self._machine_spread: dict[str, float] = {}  # fingerprint -> stored_rule.machine_spread
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
+        self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -360,6 +362,8 @@ class TfPerfSession:
         outcome.baseline = f"measured beside {name}" if partner else f"paired with '{name}'"
         outcome.paired_with = name
         outcome.partner = partner
+        # A variant's reference is in the results under its own id; the other version's figures are not.
+        outcome.reference = reference if partner else None
         return outcome
 
     def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome:
@@ -475,7 +479,7 @@ class TfPerfSession:
         from pytest_tfperf import report
         from pytest_tfperf.diagnostics import failure_summary_lines
 
-        if not self.outcomes and not self.failures and not self._written:
+        if not self.outcomes and not self.failures and not self._written and not self.effects:
             return []
         lines = report.summary_table(self._rows()) if self.outcomes else []
         for o in self.outcomes:
@@ -540,6 +544,8 @@ class TfPerfSession:
                 steps.append(self._record_history)
             if self.config.markdown_path or os.environ.get("GITHUB_STEP_SUMMARY"):
                 steps.append(self._write_markdown)
+            if self.config.html_path:
+                steps.append(self._write_html)  # last: it draws the history that the update appended
             for step in steps:
                 try:
                     step()
@@ -554,7 +560,7 @@ class TfPerfSession:
         from pytest_tfperf.results_json import write_results
 
         write_results(self.config.json_path, self.environment(), self.outcomes,
-                      {f.test_id: f.verdict_dict() for f in self.failures})
+                      {f.test_id: f.verdict_dict() for f in self.failures}, effects=self.effects)
         self._written.append(f"results written to {self.config.json_path}")
 
     def _update_baselines(self) -> None:
@@ -572,8 +578,12 @@ class TfPerfSession:
         if self.config.runs > 1:
             # The same command again in fresh processes, one after the other: the baseline learns how far
             # this machine's figures move between processes, which one process's rounds cannot show.
-            extra = run_extra_processes(self.config.runs - 1, self.invocation_args, Path(self.invocation[0]),
-                                        timeout_s=None)
+            invocation_dir, positional = self.invocation
+            # Absolute node ids: the extra processes run exactly the tests this one measured.
+            node_ids = sorted({_absolute_node_id(o.item_id, self.rootdir) for o in self.outcomes
+                               if o.item_id and o.measurement.timings.iterations > 1})
+            extra = run_extra_processes(self.config.runs - 1, self.invocation_args, Path(invocation_dir),
+                                        timeout_s=None, positional=positional, node_ids=node_ids)
             self._written += [f"refresh run {f}" for f in extra.failures]
         commit = current_git_commit(self.rootdir)
         saved = self.store().save(
@@ -607,6 +617,15 @@ class TfPerfSession:
             return
         path = append_history(self.baseline_dir, measurements, self.environment(), kind=RECORD)
         self._written.append(f"this run recorded in {path} for {len(measurements)} test(s); baselines unchanged")
+    def _write_html(self) -> None:
+        from pytest_tfperf.report_cli import write_report
+        from pytest_tfperf.results_json import results_to_dict
+
+        assert self.config.html_path is not None
+        document = results_to_dict(self.environment(), self.outcomes,
+                                   {f.test_id: f.verdict_dict() for f in self.failures}, effects=self.effects)
+        write_report(document, self.baseline_dir, self.config.html_path)
+        self._written.append(f"HTML report written to {self.config.html_path}")
 
     def _write_markdown(self) -> None:
         from pytest_tfperf import report
@@ -632,6 +651,11 @@ class TfPerfSession:
             return None
         self.failures.append(failure)
         return failure.message
+
+
+def _absolute_node_id(node_id: str, rootdir: str) -> str:
+    path, separator, rest = node_id.partition("::")
+    return (path if os.path.isabs(path) else os.path.join(rootdir, path)) + separator + rest
 
 
 def _by_process(runs: dict[str, list[Measurement]]) -> list[list[Measurement]]:

@@ -58,7 +58,7 @@ class Tolerances:
     traces_steady_increase: int = 0
     confidence: float = 0.99
     # The stored gate's throughput prediction bound (stored_rule): each of two processes must cross it.
-    stored_throughput_confidence: float = 0.995
+    stored_throughput_confidence: float = 0.99
     power: float = 0.95
     noisy_cap: float = 0.10
     bootstrap_resamples: int = 2000
@@ -214,6 +214,7 @@ def _overall(metrics: Sequence[MetricVerdict]) -> Status:
         if any(m.status is status for m in metrics):
             return status
     return Status.UNAVAILABLE
+
 
 def _unavailable(name: str, unit: str, direction: Direction, message: str) -> MetricVerdict:
     return MetricVerdict(

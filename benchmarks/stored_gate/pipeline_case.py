@@ -66,14 +66,6 @@ def test_image_pipeline(tfperf):
         ds = ds.map(lambda j, y: (_augment(j), y)).batch(16).with_options(options)
     tfperf.iterate(ds, items_per_element=16, step=lambda batch: model.train_on_batch(*batch), functions=[model])
 
-
-def test_train_step(tfperf):
-    keras.utils.set_random_seed(0)
-    model = keras.applications.MobileNetV2(input_shape=(64, 64, 3), weights=None, classes=10, alpha=0.35)
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    rng = np.random.default_rng(0)
-    x, y = rng.random((16, 64, 64, 3), dtype=np.float32), rng.integers(0, 10, 16)
-    tfperf(lambda: model.train_on_batch(x, y), items=16, functions=[model])
 '''
 
 
@@ -111,13 +103,23 @@ def main() -> int:
     (work / "test_pipeline.py").write_text(TEST)
     record: dict = {"refresh": pytest_run(work, "--tfperf-update"), "aa": [], "sequential": []}
     print("refresh:", record["refresh"]["returncode"], f"{record['refresh']['seconds']:.0f} s", flush=True)
+    if record["refresh"]["returncode"] != 0:
+        print("\n".join(record["refresh"]["tail"]), flush=True)
     for _ in range(args.aa):
         record["aa"].append(pytest_run(work))
         print("A/A:", record["aa"][-1]["returncode"], record["aa"][-1]["tests"], flush=True)
+        report(record)
     for _ in range(args.tries):
         record["sequential"].append(pytest_run(work, pipeline="sequential"))
         print("sequential:", record["sequential"][-1]["failed"], record["sequential"][-1]["tests"], flush=True)
+        report(record)
     shutil.rmtree(work, ignore_errors=True)
+    print(report(record))
+    return 0
+
+
+def report(record: dict) -> str:
+    """Write what has been measured so far (a long study stopped early still leaves its figures)."""
     aa_pass = sum(r["returncode"] == 0 for r in record["aa"])
     exact = sum(r["failed"] == ["test_image_pipeline"] for r in record["sequential"])
     wide = sum(r["returncode"] == 0 and (r["tests"].get("test_image_pipeline", {}).get("limit") or 0)
@@ -138,8 +140,7 @@ def main() -> int:
     ]
     (RESULTS / "pipeline_case.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     (RESULTS / "pipeline_case.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,13 @@ Importing this package imports neither TensorFlow nor NumPy.
 
 from __future__ import annotations
 
+import os
+
+# The memory scenarios read TensorFlow's CPU allocator counters, which only its BFC allocator keeps: on
+# CPUs without AVX-512 (oneDNN off by default) TensorFlow uses a plain allocator with none. Ask for BFC
+# unless the user chose otherwise; it only takes effect if TensorFlow is not imported yet.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
 from pytest_tfperf.catalog.scenario import Comparison, Metric, Scenario, Variant
 from pytest_tfperf.catalog.sizes import SIZE_ENV_VAR, CatalogSize, resolve_size
 

@@ -61,16 +61,20 @@ def _measuring(config: pytest.Config) -> bool:
     return bool(config.getoption("--tfperf", default=False))
 
 
-def _record(request: pytest.FixtureRequest, scenario: Scenario, effects: list[Effect], size: CatalogSize,
-            other_load_cores: float, not_judged: str = "") -> None:
+def _record(request: pytest.FixtureRequest, tfperf, scenario: Scenario, effects: list[Effect],  # noqa: ANN001
+            measurements: dict[str, object], size: CatalogSize, other_load_cores: float, not_judged: str = "") -> None:
     path = os.environ.get(EFFECTS_ENV_VAR)
     summaries = {v.name: v.summary for v in scenario.variants}
     for e in effects:
         row = {**e.to_dict(), "title": scenario.title, "anti_summary": summaries[e.anti],
                "fix_summary": summaries[e.fix], "catalog_size": size.value, "sizes": dict(scenario.sizes),
                "measured_with_tfperf": _measuring(request.config), "test": request.node.nodeid,
-               "other_processes_cores": round(other_load_cores, 2), "not_judged": not_judged}
+               "other_processes_cores": round(other_load_cores, 2), "not_judged": not_judged,
+               # the variants' own results, so a report can link the effect to their rows
+               "anti_test": getattr(measurements.get(e.anti), "test_id", ""),
+               "fix_test": getattr(measurements.get(e.fix), "test_id", "")}
         request.node.user_properties.append((f"catalog:{e.anti}->{e.fix}", e.headline()))
+        tfperf.record_effect(row)
         if path:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(row) + "\n")
@@ -111,7 +115,8 @@ def test_fix_beats_anti_pattern(key: str, tfperf, catalog_size: CatalogSize, mem
     gated = [e for e in effects if e.gated]
     failures = [e.message() for e in gated if e.measured and not e.passed]
     busy = bool(failures) and getattr(module, "NEEDS_IDLE_CORES", False) and others.cores > BUSY_MACHINE_CORES
-    _record(request, scenario, effects, catalog_size, others.cores, "busy machine" if busy else "")
+    _record(request, tfperf, scenario, effects, measurements, catalog_size, others.cores,
+            "busy machine" if busy else "")
     if busy:
         pytest.skip(f"other processes used {others.cores:.1f} cores while {key} was measured: the fix's "
                     f"advantage is using more cores, which a busy machine does not have. " + " ".join(failures))

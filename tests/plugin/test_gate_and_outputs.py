@@ -19,6 +19,7 @@ import pandas  # noqa: F401
 import pytest
 
 from pytest_tfperf.baseline_store import BaselineStore
+from pytest_tfperf.results_json import SCHEMA_VERSION as RESULTS_SCHEMA_VERSION
 from pytest_tfperf.results_json import load_results
 
 WORKLOAD = """
@@ -177,7 +178,7 @@ def test_json_results_hold_samples_environment_and_verdicts(pytester: pytest.Pyt
     verdict = doc.verdict("test_json_results_hold_samples_environment_and_verdicts.py::test_fast")
     assert verdict is not None and verdict["status"] in {"unchanged", "improved", "noisy", "regressed"}
     raw = json.loads(out.read_text())
-    assert raw["schema"] == "pytest-tfperf/results" and raw["schema_version"] == 2
+    assert raw["schema"] == "pytest-tfperf/results" and raw["schema_version"] == RESULTS_SCHEMA_VERSION
     assert raw["environment"]["hard"]["cpu.cores"]
 
 

@@ -18,8 +18,8 @@ def test_help_lists_the_options_and_imports_nothing_heavy() -> None:
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
         "    pytest.main(['--help'])\n"
-        "print('--tfperf-baseline-dir' in buf.getvalue())\n"
-        "print(sorted(m for m in ('tensorflow', 'pandas', 'pynvml', 'numpy') if m in sys.modules))\n"
+        "print('--tfperf-baseline-dir' in buf.getvalue() and '--tfperf-html' in buf.getvalue())\n"
+        "print(sorted(m for m in ('tensorflow', 'pandas', 'pynvml', 'numpy', 'matplotlib') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "True"

@@ -54,17 +54,39 @@ def test_the_nan_scenario_reads_in_words(table) -> None:  # noqa: ANN001
 
 
 def test_the_table_replaces_only_its_block(table, tmp_path: Path) -> None:  # noqa: ANN001
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\nbefore\n{table.START_MARKER}\nold table\n{table.END_MARKER}\nafter\n")
-    table.write_into(readme, "| new |\n")
-    assert readme.read_text() == f"# Title\n\nbefore\n{table.START_MARKER}\n| new |\n{table.END_MARKER}\nafter\n"
+    page = tmp_path / "catalog.md"
+    page.write_text(f"# Title\n\nbefore\n{table.START_MARKER}\nold table\n{table.END_MARKER}\nafter\n")
+    table.write_into(page, "| new |\n")
+    assert page.read_text() == f"# Title\n\nbefore\n{table.START_MARKER}\n| new |\n{table.END_MARKER}\nafter\n"
 
 
-def test_a_readme_without_the_markers_is_refused(table, tmp_path: Path) -> None:  # noqa: ANN001
-    readme = tmp_path / "README.md"
-    readme.write_text("# Title\n")
+def test_a_page_without_the_markers_is_refused(table, tmp_path: Path) -> None:  # noqa: ANN001
+    page = tmp_path / "catalog.md"
+    page.write_text("# Title\n")
     with pytest.raises(SystemExit, match="catalog-table:start"):
-        table.write_into(readme, "| new |\n")
+        table.write_into(page, "| new |\n")
+
+
+def test_doc_without_a_path_writes_the_table_into_docs_catalog(table, tmp_path: Path, monkeypatch, capsys) -> None:
+    effects = tmp_path / "effects.jsonl"
+    effects.write_text(json.dumps(_row("retracing", "traces", 1.0)) + "\n")
+    page = tmp_path / "docs" / "catalog.md"
+    page.parent.mkdir()
+    page.write_text(f"# Catalog\n{table.START_MARKER}\nold\n{table.END_MARKER}\n")
+    monkeypatch.chdir(tmp_path)
+    assert table.main(["--effects", str(effects), "--doc"]) == 0
+    text = page.read_text()
+    assert "old" not in text and "8. title of retracing" in text
+    assert "Produced by `python benchmarks/catalog_table.py --doc docs/catalog.md`" in text
+    # The option's old name still works.
+    assert table.main(["--effects", str(effects), "--readme", str(page)]) == 0
+    capsys.readouterr()
+
+
+def test_the_repository_catalog_page_holds_the_table_block(table) -> None:
+    text = (SCRIPT.parents[1] / table.DEFAULT_DOC).read_text(encoding="utf-8")
+    assert text.count(table.START_MARKER) == 1 and text.count(table.END_MARKER) == 1
+    assert text.index(table.START_MARKER) < text.index(table.END_MARKER)
 
 
 def test_effects_files_are_read_line_by_line(table, tmp_path: Path) -> None:  # noqa: ANN001

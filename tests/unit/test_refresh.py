@@ -15,6 +15,12 @@ def test_the_users_output_files_and_refresh_options_are_dropped() -> None:
     assert child_arguments(args) == ["--tfperf", "-k", "fast", "tests/", "-p", "myplugin", "--tfperf-budget=1"]
 
 
+def test_given_node_ids_the_extra_processes_run_exactly_those_tests() -> None:
+    args = ["--tfperf", "tests/", "-k", "fast", "--lf", "-mslow", "--tfperf-update", "-p", "myplugin", "tests/"]
+    ids = ["/repo/tests/test_a.py::test_fast[x]", "/repo/tests/test_b.py::test_fast"]
+    assert child_arguments(args, ["tests/"], ids) == ["--tfperf", "-p", "myplugin", *ids]
+
+
 def test_a_process_that_writes_no_results_is_reported_with_its_output(tmp_path: Path) -> None:
     # A "python" that runs no pytest: each extra process fails before measuring anything.
     fake = tmp_path / "fake-python"

@@ -70,7 +70,7 @@ def test_results_round_trip_with_environment_measurements_and_verdicts(tmp_path:
 
 def test_results_document_layout(tmp_path: Path) -> None:
     data = results_to_dict(ENV, [measurement("t::a")], created_at=WHEN)
-    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 3
     assert set(data) == {"created_at", "environment", "schema", "schema_version", "tests", "written_by"}
     assert data["environment"]["hard"] == {"cpu_model": "Xeon", "tensorflow": "2.21.0"}
     assert data["tests"]["t::a"]["verdict"] is None
@@ -129,7 +129,7 @@ def test_a_failed_write_keeps_the_previous_results(tmp_path: Path, monkeypatch: 
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (lambda d: d.update(schema_version=3), "written by a newer pytest-tfperf"),
+        (lambda d: d.update(schema_version=SCHEMA_VERSION + 1), "written by a newer pytest-tfperf"),
         (lambda d: d.update(schema="pytest-tfperf/baseline"), "not a pytest-tfperf/results file"),
         (lambda d: d.pop("environment"), "missing key(s) 'environment'"),
         (lambda d: d["tests"]["t::a"]["measurement"].update(test_id="t::b"), "measurement.test_id': is 't::b'"),
@@ -195,9 +195,9 @@ def test_golden_v1_results_file_loads_and_is_rewritten_identically(tmp_path: Pat
     again = write_results(tmp_path / "r.json", doc.environment, [m], dict(doc.verdicts), created_at=created)
     text = again.read_text()
     version = json.loads(text)["written_by"]
-    # Version 1 has nothing that version 2 reads differently: the rewrite differs in the version only.
+    # Version 1 has nothing that later versions read differently: the rewrite differs in the version only.
     rewritten = text.replace(f'"written_by": "{version}"', '"written_by": "0.1.0"')
-    assert rewritten.replace('"schema_version": 2', '"schema_version": 1') == GOLDEN.read_text()
+    assert rewritten.replace(f'"schema_version": {SCHEMA_VERSION}', '"schema_version": 1') == GOLDEN.read_text()
 
 
 @dataclasses.dataclass
@@ -217,3 +217,26 @@ def test_each_test_says_what_its_verdict_compared_with(tmp_path: Path) -> None:
     doc = load_results(path)
     assert dict(doc.compared_with) == {"t::a": "measured beside origin/main", "t::b": "stored baseline"}
     assert "compared_with" not in json.loads(path.read_text())["tests"]["t::c"]
+
+
+@dataclasses.dataclass
+class PairedOutcome:
+    measurement: Measurement
+    verdict: Any = None
+    baseline: str = ""
+    reference: Measurement | None = None
+
+
+def test_effects_and_the_partner_measurement_round_trip(tmp_path: Path) -> None:
+    ours, theirs = measurement("t::a"), measurement("t::a", seed=5)
+    effect = {"scenario": "input_pipeline", "anti": "anti", "fix": "fix", "metric": "throughput",
+              "value": float("inf"), "spread": [1.5, 2.5], "min_effect": 1.3, "gated": True, "passed": True}
+    path = write_results(tmp_path / "r.json", ENV, [PairedOutcome(ours, FakeVerdict("unchanged"),
+                                                                  "measured beside main", theirs)],
+                         created_at=WHEN, effects=[effect])
+    doc = load_results(path)
+    assert doc.references["t::a"].timings.rounds == theirs.timings.rounds
+    (loaded,) = doc.effects
+    assert loaded["value"] == "inf" and loaded["spread"] == [1.5, 2.5]  # non-finite floats as in the rest of the file
+    plain = write_results(tmp_path / "plain.json", ENV, [ours], created_at=WHEN)
+    assert "effects" not in json.loads(plain.read_text()) and not load_results(plain).effects
