@@ -9,6 +9,10 @@ Writes benchmarks/results/overhead.json and prints a table.
    iteration is what the harness adds to every measured iteration.
 2. Plugin load time: wall time of `pytest --help` with the plugin against
    `pytest -p no:tfperf --help`, in fresh processes, interleaved.
+3. The measurer in its own memory figures: the RSS high-water mark's rise
+   above each round's start (the real VmHWM probe, Linux) for a no-op and
+   for `sum(range(1000))`, neither of which keeps anything; each is measured
+   in a fresh process so that nothing else of this script runs beside it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pytest_tfperf import runner
 
@@ -45,6 +50,7 @@ def harness_loop(n: int) -> int:
     state.per_probe_rounds = []
     state.per_probe_baseline = []
     progress = runner.Progress()
+    runner._reserve(state, n)  # as ``measure`` does, before any round
     t0 = time.perf_counter_ns()
     runner._timed_round(state, n, time.perf_counter_ns, None, (), progress)
     elapsed = time.perf_counter_ns() - t0
@@ -99,8 +105,42 @@ def plugin_load_time(reps: int = 9) -> dict[str, float]:
     }
 
 
+# One measurement with the default settings (2 s, 5 rounds), as `tfperf(fn)` runs it.
+RSS_RISE_CHILD = """
+import json, sys
+from pytest_tfperf import memory_probes, runner
+workloads = {"noop": lambda: None, "sum_range_1000": lambda: sum(range(1000))}
+probe = memory_probes.HwmRssProbe()
+if probe.unavailable:
+    print(json.dumps({"unavailable": probe.unavailable})); sys.exit()
+raw = runner.measure({"": runner.Workload(call=workloads[sys.argv[1]])}, runner.RunSettings(), probes=[probe])[""]
+peak = raw.memory[0]
+print(json.dumps({"iterations_per_round": raw.timings.round_sizes[0],
+                  "rise_bytes": [p - s for p, s in zip(peak.per_round_peak_bytes, peak.per_round_start_bytes)]}))
+"""
+
+
+def rss_rise_per_round(reps: int = 3) -> dict[str, Any]:
+    out: dict[str, Any] = {"repetitions": reps, "limit_bytes": 64 * 1024}
+    for name in ("noop", "sum_range_1000"):
+        rises: list[int] = []
+        iterations: list[int] = []
+        for _ in range(reps):
+            done = subprocess.run([sys.executable, "-c", RSS_RISE_CHILD, name], capture_output=True, text=True,
+                                  check=True, cwd=HERE.parent)
+            child = json.loads(done.stdout)
+            if "unavailable" in child:
+                return {"unavailable": child["unavailable"]}
+            rises += child["rise_bytes"]
+            iterations.append(child["iterations_per_round"])
+        out[name] = {"max_rise_bytes": max(rises), "median_rise_bytes": statistics.median(rises),
+                     "rounds": len(rises), "iterations_per_round_median": statistics.median(iterations)}
+    return out
+
+
 def main() -> None:
-    results = {"per_iteration": per_iteration_overhead(), "plugin_load": plugin_load_time()}
+    results = {"per_iteration": per_iteration_overhead(), "plugin_load": plugin_load_time(),
+               "rss_rise_per_round": rss_rise_per_round()}
     out = HERE / "results" / "overhead.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
@@ -111,6 +151,15 @@ def main() -> None:
     print(f"plugin load: +{pl['plugin_load_ms_median']:.1f} ms on `pytest --help` "
           f"({pl['pytest_help_s_with_plugin']:.3f} s vs {pl['pytest_help_s_without_plugin']:.3f} s); "
           f"target <= 50 ms; heavy modules imported: {pl['heavy_modules_imported_by_plugin']}")
+    rr = results["rss_rise_per_round"]
+    if "unavailable" in rr:
+        print(f"RSS rise per round: not measured ({rr['unavailable']})")
+    else:
+        for name in ("noop", "sum_range_1000"):
+            r = rr[name]
+            print(f"RSS high-water rise within a round, {name}: max {r['max_rise_bytes'] / 1024:.0f} KiB, "
+                  f"median {r['median_rise_bytes'] / 1024:.0f} KiB over {r['rounds']} rounds of "
+                  f"{r['iterations_per_round_median']:.0f} iterations; target < 64 KiB")
     print(f"written to {out.relative_to(HERE.parent)}")
 
 

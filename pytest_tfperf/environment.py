@@ -27,6 +27,7 @@ import ast
 import functools
 import importlib.machinery
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import sys
@@ -277,6 +278,45 @@ def _installed(names: Iterable[str]) -> list[tuple[str, str]]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return found
+
+
+def tensorflow_problem() -> str | None:
+    """Why ``import tensorflow`` cannot work in this process, or None when a ``tensorflow`` module is there.
+
+    Looks without importing (``importlib.util.find_spec``): cheap, and safe to
+    call from the plugin before any test has imported TensorFlow. A module can
+    be missing although a distribution's metadata is installed (a broken
+    install, or an import hook that hides it); the answer then names the
+    distributions found.
+    """
+    if sys.modules.get("tensorflow") is not None:
+        return None  # imported already (or a stand-in a test put there)
+    if "tensorflow" in sys.modules:  # None there makes every import of it fail
+        spec, refused = None, " (sys.modules['tensorflow'] is None)"
+    else:
+        spec, refused = _find_tensorflow()
+    if spec is not None:
+        return None
+    found = _installed(_TF_DISTRIBUTIONS)
+    if found:
+        why = (f"{', '.join(f'{name} {version}' for name, version in found)} is installed, yet no 'tensorflow' "
+               f"module can be imported{refused}")
+    else:
+        why = f"no distribution of it (tensorflow, tensorflow-cpu, ...) is installed for {sys.executable}"
+    return (
+        f"TensorFlow cannot be imported: {why}. Plain Python workloads are measured without it, but TensorFlow "
+        "workloads, the TF allocator peaks and trace counts need it. Install it beside pytest-tfperf: "
+        "pip install 'pytest-tfperf[tensorflow]', or the build for your platform instead (tensorflow-cpu on "
+        "CPU-only CI, a much smaller download; tensorflow-macos, tensorflow-rocm, intel-tensorflow), "
+        "never two of them: they share one tensorflow/ directory."
+    )
+
+
+def _find_tensorflow() -> tuple[object | None, str]:
+    try:
+        return importlib.util.find_spec("tensorflow"), ""
+    except ImportError as exc:  # an import hook that refuses it
+        return None, f" ({type(exc).__name__}: {exc})"
 
 
 def _tf_build() -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 from pytest_tfperf import numerics, runner
 from pytest_tfperf.config import MarkerOptions, SessionConfig
@@ -21,8 +23,12 @@ from pytest_tfperf.watchdog import StallPolicy
 PAIRED_ROUNDS = 20
 
 
-class FixtureAlreadyUsed(Exception):
-    """The ``tfperf`` fixture measures one workload per test."""
+class FixtureAlreadyUsed(pytest.fail.Exception):  # type: ignore[misc]  # pytest's public Failed type
+    """The ``tfperf`` fixture measures one workload per test.
+
+    A ``pytest.fail`` outcome: the test fails with the one-line message, as a
+    misused pytest feature does, without a traceback through the plugin.
+    """
 
 
 class TfPerf:
@@ -57,7 +63,12 @@ class TfPerf:
         returns a tuple, that tuple becomes ``args``.
         """
         self._claim("tfperf(...)")
-        _check_items(items, "items")
+        self._check_items(items, "tfperf(..., items=...)")
+        if not callable(fn):
+            self._usage_error(f"tfperf(fn, ...) needs a callable as fn, got {_kind(fn)}")
+        if setup is not None and not callable(setup):
+            self._usage_error(f"tfperf(..., setup=...) must be a callable that prepares the arguments, "
+                              f"got {_kind(setup)}")
         if setup is not None:
             prepared = setup()
             if isinstance(prepared, tuple):
@@ -74,7 +85,12 @@ class TfPerf:
         the next element is measured apart from the time in the step.
         """
         self._claim("tfperf.iterate(...)")
-        _check_items(items_per_element, "items_per_element")
+        self._check_items(items_per_element, "tfperf.iterate(..., items_per_element=...)")
+        if not hasattr(dataset, "__iter__") and not hasattr(dataset, "__getitem__"):
+            self._usage_error(f"tfperf.iterate(dataset, ...) needs an iterable such as a tf.data.Dataset, "
+                              f"got {_kind(dataset)}")
+        if step is not None and not callable(step):
+            self._usage_error(f"tfperf.iterate(..., step=...) must be a callable taking one element, got {_kind(step)}")
         pull = runner.dataset_puller(lambda: iter(dataset))
         if step is None:
             workload = runner.Workload(call=pull, items_per_iteration=float(items_per_element))
@@ -102,15 +118,21 @@ class TfPerf:
         from one process to the next. It measures at least 20 short rounds.
         """
         self._claim("tfperf.compare(...)")
-        _check_items(items, "items")
+        self._check_items(items, "tfperf.compare(..., items=...)")
+        if not isinstance(variants, Mapping):
+            self._usage_error(f"tfperf.compare(variants) needs a dict of variants, name -> callable, "
+                              f"got {_kind(variants)}")
         if not variants:
-            raise ValueError("tfperf.compare() needs at least one variant")
-        for name in variants:
-            if not name or not name.replace("_", "").replace("-", "").isalnum():
-                raise ValueError(f"tfperf.compare(): variant names must be short words like 'anti' or 'fix', got {name!r}")
+            self._usage_error("tfperf.compare(variants) needs at least one variant, got an empty dict")
+        for name, fn in variants.items():
+            if not isinstance(name, str) or not name or not name.replace("_", "").replace("-", "").isalnum():
+                self._usage_error(f"tfperf.compare(): variant names must be short words like 'anti' or 'fix', "
+                                  f"got {name!r}")
+            if not callable(fn):
+                self._usage_error(f"tfperf.compare(): variant {name!r} must be a callable, got {_kind(fn)}")
         if reference is not None and (reference not in variants or len(variants) < 2):
-            raise ValueError(f"tfperf.compare(reference={reference!r}): the reference must be one of at least two "
-                             f"variants, got {sorted(variants)}")
+            self._usage_error(f"tfperf.compare(reference={reference!r}): the reference must be one of at least two "
+                              f"variants, got {sorted(variants)}")
         self._reference = reference
         workloads = {name: runner.Workload(call=fn, items_per_iteration=float(items)) for name, fn in variants.items()}
         return self._run(workloads, "call", roots=[*variants.values(), *functions])
@@ -129,11 +151,20 @@ class TfPerf:
     def _claim(self, what: str) -> None:
         if self._used_by is not None:
             raise FixtureAlreadyUsed(
-                f"{self._test_id}: the tfperf fixture was already used in this test ({self._used_by}); "
-                f"it measures one workload per test. Split the test in two, or use tfperf.compare(...) to "
-                f"measure variants side by side."
+                f"{self._node_id}: FixtureAlreadyUsed: the tfperf fixture was already used in this test "
+                f"({self._used_by}); it measures one workload per test. Split the test in two, or use "
+                f"tfperf.compare(...) to measure variants side by side.",
+                pytrace=False,
             )
         self._used_by = what
+
+    def _usage_error(self, message: str) -> NoReturn:
+        """Fail the test with one line that names it, as pytest reports its own misuse: no plugin frames."""
+        _fail(f"{self._node_id}: {message}")
+
+    def _check_items(self, value: object, what: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            self._usage_error(f"{what} must be a positive number of items per iteration, got {value!r}")
 
     def _variant_id(self, name: str) -> str:
         if not name:
@@ -209,8 +240,6 @@ class TfPerf:
 
 
 def _bind(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], object]:
-    if not callable(fn):
-        raise TypeError(f"tfperf(fn, ...) needs a callable as fn, got {type(fn).__name__}")
     if not args and not kwargs:
         return fn
     if not kwargs:
@@ -231,12 +260,9 @@ def _handover(element: object) -> Callable[[], object]:
     return lambda: next(ready)
 
 
-def _check_items(value: float, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of items per iteration, got {value!r}")
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {value!r}" if isinstance(value, (int, float, str)) else type(value).__name__
 
 
-def _fail(message: str) -> None:
-    import pytest
-
+def _fail(message: str) -> NoReturn:
     pytest.fail(message, pytrace=False)

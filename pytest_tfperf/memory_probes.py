@@ -36,7 +36,9 @@ What each probe sees, and misses:
   while the workload holds the GIL (a Python-bound loop), the thread waits for
   the interpreter's 5 ms switch interval, so it samples less often than asked
   (measured: 30-110 samples/s whatever the interval from 1 to 20 ms).
-* NVML device memory lives in :mod:`pytest_tfperf.nvml`.
+* NVML device memory lives in :mod:`pytest_tfperf.nvml`. The probe protocol and the
+  parts both modules share (``UnavailableProbe``, ``WindowSampler``) live in
+  :mod:`pytest_tfperf.probe_base`, below both.
 
 TensorFlow is imported only by ``TfAllocatorProbe``, and ``default_probes`` only
 builds those when the workload has already imported it: probing never imports
@@ -52,11 +54,14 @@ import mmap
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pytest_tfperf.model import MemoryPeak, MemorySource
+# ``X as X``: re-exported, so that code importing these from here keeps working.
+from pytest_tfperf.probe_base import MemoryProbe as MemoryProbe
+from pytest_tfperf.probe_base import UnavailableProbe as UnavailableProbe
+from pytest_tfperf.probe_base import WindowSampler as WindowSampler
 
 # Only used where VmHWM cannot be reset. The product allows memory probing 0.5% of
 # one core. On a busy 2-core VM the sampling thread cost 0.4-0.5% of a core at
@@ -68,24 +73,6 @@ _MIB = 1 << 20
 _SELF_CHECK_ELEMENTS = _MIB // 4  # float32 elements in 1 MiB: above the 256 KiB threshold
 _HWM_CHECK_BYTES = 4 * _MIB  # page faults cost about 2 us a page here: 4 MiB keeps the check near 2 ms
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # faults the pages in at once (Linux, Python >= 3.10)
-
-
-class MemoryProbe(Protocol):
-    """What the runner needs from a probe."""
-
-    source: MemorySource
-    device: str  # "CPU:0", "GPU:0", "host"
-    unavailable: str | None  # why the probe cannot measure; then reset()/peak() return None
-
-    def reset(self) -> int | None:
-        """Reset the peak to the current usage; return the bytes in use now (None if unknown)."""
-        ...
-
-    def peak(self) -> int | None:
-        """Peak bytes since the last reset (None if unavailable)."""
-        ...
-
-    def close(self) -> None: ...
 
 
 def collect_peak(probe: MemoryProbe, per_round: Sequence[int | None], baseline: int | None,
@@ -144,25 +131,6 @@ def default_probes(*, tensorflow_loaded: bool) -> list[MemoryProbe]:
     if nvml.nvidia_driver_visible():
         probes.extend(nvml.nvml_probes())
     return probes
-
-
-class UnavailableProbe:
-    """A probe that knows from the start it cannot measure, and says why."""
-
-    def __init__(self, source: MemorySource, device: str, reason: str) -> None:
-        self.source = source
-        self.device = device
-        self.unavailable: str | None = reason
-        self.detail = reason
-
-    def reset(self) -> int | None:
-        return None
-
-    def peak(self) -> int | None:
-        return None
-
-    def close(self) -> None:
-        pass
 
 
 # -- TensorFlow allocator ----------------------------------------------------
@@ -495,54 +463,3 @@ def psutil_rss_reader() -> Callable[[], int]:
         return int(process.memory_info().rss)
 
     return read_rss
-
-
-class WindowSampler:
-    """Calls ``tick`` every ``interval_s`` on a daemon thread, between ``start()`` and ``stop()`` only.
-
-    A fresh thread per window keeps the bookkeeping simple (no reading of one
-    window can land in the next) for about 0.1 ms per round. An exception in
-    ``tick`` ends the window and is kept in ``error``. ``last_window_cpu_ns`` is
-    the CPU time the thread used in the last window: the probe's own cost.
-    """
-
-    def __init__(self, tick: Callable[[], None], interval_s: float, *, name: str) -> None:
-        self._tick = tick
-        self.interval_s = interval_s
-        self._name = name
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-        self.ticks = 0
-        self.last_window_cpu_ns = 0
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def start(self) -> None:
-        self.stop()
-        self.error = None
-        self.ticks = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(self._stop,), name=self._name, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        thread = self._thread
-        if thread is None:
-            return
-        self._stop.set()
-        thread.join()
-        self._thread = None
-
-    def _run(self, stop: threading.Event) -> None:
-        cpu_start = time.thread_time_ns()
-        try:
-            while not stop.wait(self.interval_s):
-                self._tick()
-                self.ticks += 1
-        except Exception as exc:
-            self.error = exc
-        finally:
-            self.last_window_cpu_ns = time.thread_time_ns() - cpu_start

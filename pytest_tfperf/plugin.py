@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 # The measuring modules (fixture, session, runner) are imported on first use:
 # pytest --help and sessions without tfperf tests never pay for them.
 SESSION_KEY = pytest.StashKey["TfPerfSession"]()
+# Why TensorFlow cannot be imported (None: it can), looked up on the fixture's first use and said once, at the end.
+TENSORFLOW_PROBLEM_KEY = pytest.StashKey["str | None"]()
 
 OPT_MEASURE = "--tfperf"
 
@@ -239,17 +241,32 @@ def tfperf(request: pytest.FixtureRequest) -> TfPerf:
     """Measure a TensorFlow workload: ``tfperf(fn, *args, items=...)``, ``tfperf.iterate(ds, ...)``,
     ``tfperf.compare({...})``. Without ``--tfperf`` the workload runs once, as a smoke test."""
     marker = request.node.get_closest_marker("tfperf")
+    # A bad marker fails this test's setup with one line, as pytest reports its
+    # own misuse; the rest of the session runs on.
+    if marker is not None and marker.args:
+        pytest.fail(f"{request.node.nodeid}: @pytest.mark.tfperf takes keyword arguments only, "
+                    f"got positional {', '.join(repr(a) for a in marker.args)}", pytrace=False)
     try:
         options = MarkerOptions.from_kwargs(marker.kwargs if marker else {}, request.node.nodeid)
     except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if marker is not None and marker.args:
-        raise pytest.UsageError(f"{request.node.nodeid}: @pytest.mark.tfperf takes keyword arguments only")
+        problem = str(exc)
+    else:
+        problem = None
+    if problem is not None:  # failed outside the except block, or pytest prints the message twice
+        pytest.fail(problem, pytrace=False)
     from pytest_tfperf.baseline_store import stable_test_key
     from pytest_tfperf.fixture import TfPerf
 
+    _look_for_tensorflow(request.config)
     session = _session(request.config)
     return TfPerf(stable_test_key(request.node.nodeid), options, session, session.config, node_id=request.node.nodeid)
+
+
+def _look_for_tensorflow(config: pytest.Config) -> None:
+    if TENSORFLOW_PROBLEM_KEY not in config.stash:
+        from pytest_tfperf.environment import tensorflow_problem
+
+        config.stash[TENSORFLOW_PROBLEM_KEY] = tensorflow_problem()
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
@@ -264,7 +281,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     session = terminalreporter.config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    lines = session.summary_lines()
+    problem = terminalreporter.config.stash.get(TENSORFLOW_PROBLEM_KEY, None)
+    lines = ([f"tfperf: {problem}"] if problem else []) + session.summary_lines()
     if lines:
         terminalreporter.write_sep("-", "tfperf")
         for line in lines:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -140,6 +141,40 @@ DATASET_ALONE = "dataset alone"
 STEP_ALONE = "step alone"
 
 
+class SampleBuffer:
+    """Per-iteration nanoseconds in a flat ``array('q')``, its room made before any round starts.
+
+    Appending to a Python list inside a round grew the very RSS high-water mark
+    the round measures: the list's pointer array grows by reallocation, and
+    every sample above 256 ns is an int object of its own (a no-op workload
+    showed its RSS peak rising 15-18 MiB per round, ``sum(range(1000))`` 1 MiB).
+    Here a round only stores into slots that exist already: 8 bytes a sample,
+    converted, not kept as objects; ``array('q', [0]) * n`` writes every slot,
+    so the pages are resident before the probes are reset (a lazily zeroed
+    buffer would fault them in during the round and show up all the same).
+    """
+
+    __slots__ = ("data", "count")
+
+    def __init__(self) -> None:
+        self.data: array[int] = array("q")
+        self.count = 0
+
+    def reserve(self, extra: int) -> None:
+        """Make room for ``extra`` more samples; call it outside any measured round."""
+        missing = self.count + extra - len(self.data)
+        if missing > 0:
+            self.data.extend(array("q", [0]) * missing)
+
+    def put(self, value: int) -> None:
+        self.data[self.count] = value
+        self.count += 1
+
+    def values(self, start: int = 0) -> tuple[int, ...]:
+        # Through a view: slicing the array itself would copy it first.
+        return tuple(memoryview(self.data)[start:self.count])
+
+
 @dataclass
 class _VariantState:
     name: str
@@ -153,8 +188,8 @@ class _VariantState:
     typical_ns: float | None = None
     first_call_ns: int = 0
     estimate_ns: float = 0.0
-    samples: list[int] = field(default_factory=list)
-    waits: list[int] = field(default_factory=list)
+    samples: SampleBuffer = field(default_factory=SampleBuffer)
+    waits: SampleBuffer = field(default_factory=SampleBuffer)  # only pull+step workloads fill it
     round_sizes: list[int] = field(default_factory=list)
     per_probe_rounds: list[list[int | None]] = field(default_factory=list)
     per_probe_baseline: list[int | None] = field(default_factory=list)
@@ -250,6 +285,8 @@ def measure(
                     st.prepare()
                 _warm_up(st, settings if st.aux_of is None else _alone_warmup(settings), clock, sync, progress)
             plans = {id(st): _plan(st, settings) for st in states}
+            for st in states:  # every sample's slot exists before the first round begins
+                _reserve(st, plans[id(st)].rounds * plans[id(st)].iterations_per_round)
             n_rounds = max(p.rounds for p in plans.values())
             if pace is not None:
                 pace("ready", -1)
@@ -305,7 +342,7 @@ def measure(
         )
         alone = {aux.label.rsplit(": ", 1)[-1]: aux for aux in aux_states if aux.aux_of == st.name}
         split = _input_split(alone[DATASET_ALONE], alone[STEP_ALONE]) if alone else None
-        out[st.name] = RawRun(timings=timings, memory=memory, input_wait_ns=tuple(st.waits),
+        out[st.name] = RawRun(timings=timings, memory=memory, input_wait_ns=st.waits.values(),
                               traces_first_call=st.traces_first_call, traces_steady=st.traces_steady,
                               memory_series=st.growth.series() if st.growth is not None else (),
                               input_split=split, gpu_busy=gpu_busy.collect(st.busy_rounds),
@@ -316,12 +353,14 @@ def measure(
 
 def _input_split(dataset: _VariantState, stepped: _VariantState) -> InputSplit:
     restarted = set(dataset.restart_marks)
-    pulls = [ns for i, ns in enumerate(dataset.samples) if i not in restarted]
-    restarts = tuple(dataset.samples[i] for i in sorted(restarted))
+    pulled = dataset.samples.values()
+    pulls = [ns for i, ns in enumerate(pulled) if i not in restarted]
+    restarts = tuple(pulled[i] for i in sorted(restarted))
     if not pulls:  # every pull restarted (a one-element dataset): report them as they are
-        pulls, restarts = list(dataset.samples), ()
-    handover = tuple(stepped.waits)
-    step_only = [max(0, t - h) for t, h in zip(stepped.samples, handover)] if handover else list(stepped.samples)
+        pulls, restarts = list(pulled), ()
+    handover = stepped.waits.values()
+    stepped_ns = stepped.samples.values()
+    step_only = [max(0, t - h) for t, h in zip(stepped_ns, handover)] if handover else list(stepped_ns)
     return InputSplit(
         dataset_alone=Timings(samples_ns=tuple(pulls), round_sizes=(len(pulls),),
                               items_per_iteration=dataset.workload.items_per_iteration,
@@ -343,7 +382,7 @@ def _confirm_growth(st: _VariantState, settings: RunSettings, sync: Callable[[],
     growth = st.growth
     if growth is None or not memory_growth.needs_confirmation(growth.series()):
         return
-    measured = len(st.samples)
+    measured = st.samples.count
     target, chunk = memory_growth.confirmation_plan(measured + growth.warmup_iterations)
     deadline = clock() + int(max(memory_growth.CONFIRM_MIN_S,
                                  memory_growth.CONFIRM_BUDGET_MULTIPLE * settings.budget_s) * 1e9)
@@ -426,7 +465,7 @@ def _plan(st: _VariantState, settings: RunSettings) -> Plan:
 
 
 def _timings(st: _VariantState) -> Timings:
-    return Timings(samples_ns=tuple(st.samples), round_sizes=tuple(st.round_sizes),
+    return Timings(samples_ns=st.samples.values(), round_sizes=tuple(st.round_sizes),
                    items_per_iteration=st.workload.items_per_iteration, first_call_ns=st.first_call_ns)
 
 
@@ -479,7 +518,7 @@ def smoke(workload: Workload, settings: RunSettings, *, clock: Clock = time.perf
     return RawRun(timings=timings, memory=(), input_wait_ns=())
 
 
-def _one_iteration(w: Workload, sync: Callable[[], None] | None, waits: list[int] | None, index: int,
+def _one_iteration(w: Workload, sync: Callable[[], None] | None, waits: SampleBuffer | None, index: int,
                    clock: Clock | None = None, progress: Progress | None = None) -> object:
     if w.pull is not None:
         if progress is not None:
@@ -487,7 +526,7 @@ def _one_iteration(w: Workload, sync: Callable[[], None] | None, waits: list[int
         if clock is not None and waits is not None:
             t0 = clock()
             element = w.pull()
-            waits.append(clock() - t0)
+            waits.put(clock() - t0)
         else:
             element = w.pull()
         if progress is not None:
@@ -547,70 +586,91 @@ def _warm_up(st: _VariantState, settings: RunSettings, clock: Clock, sync: Calla
     st.typical_ns = progress.typical_ns
 
 
+def _reserve(st: _VariantState, iterations: int) -> None:
+    st.samples.reserve(iterations)
+    if st.workload.pull is not None:
+        st.waits.reserve(iterations)
+
+
 def _timed_round(st: _VariantState, n: int, clock: Clock, sync: Callable[[], None] | None,
                  probes: Sequence[MemoryProbe], progress: Progress, *, chunk: int | None = None,
                  round_index: int = 0) -> None:
-    """``n`` timed iterations, in chunks of ``chunk``; memory in use is read between chunks, untimed."""
-    for i, probe in enumerate(probes):
-        base = probe.reset()
-        if st.per_probe_baseline[i] is None:
-            st.per_probe_baseline[i] = base
-        st.per_probe_starts[i].append(base)
+    """``n`` timed iterations, in chunks of ``chunk``; memory in use is read between chunks, untimed.
+
+    The probes are reset right before the first iteration and read right
+    after the last, so that the round's memory figures cover the workload and
+    the bare loop around it, none of the bookkeeping before or after (the
+    median below sorts a list of every sample of the round).
+    """
+    _reserve(st, n)  # a no-op under ``measure``, which reserved every round's room already
     w = st.workload
     traces_before = w.trace_total() if w.trace_total is not None else None
-    samples = st.samples
-    start = len(samples)
+    start = st.samples.count
+    end = start + n
     chunk = n if chunk is None else max(1, chunk)
     growth = st.growth
     progress.typical_ns = st.typical_ns  # this variant's own, not the one measured before it
     if growth is not None:
         growth.record(start, round_index)
-    done = 0
+    for i, probe in enumerate(probes):
+        base = probe.reset()
+        if st.per_probe_baseline[i] is None:
+            st.per_probe_baseline[i] = base
+        st.per_probe_starts[i].append(base)
+    done = start
+    # Stores go through a memoryview: it converts with PyLong_AsLongLong, where
+    # the array's own signed item store parses a format string (measured with
+    # callgrind: about 150 instead of 280 instructions more than a list append).
+    # After an exception the view stays alive with the traceback, harmlessly:
+    # nothing resizes the buffer of a failed measurement.
+    buf = memoryview(st.samples.data)
     if w.pull is None and w.check_output is None and sync is None and w.restarts is None:
-        # The hot path: two clock reads and an append per iteration, nothing
-        # else; the chunking only adds work between chunks.
+        # The hot path: two clock reads and a store into a slot that exists,
+        # nothing else; the chunking only adds work between chunks.
         call = w.call
-        append = samples.append
-        while done < n:
-            k = min(chunk, n - done)
-            for _ in range(k):
+        while done < end:
+            stop = min(done + chunk, end)
+            for slot in range(done, stop):
                 t0 = clock()
                 progress.iteration_started_ns = t0
                 call()
-                append(clock() - t0)
-            done += k
+                buf[slot] = clock() - t0
+            done = stop
             if progress.abandoned:
                 raise Abandoned
             if growth is not None:
-                growth.record(len(samples), round_index)
+                growth.record(done, round_index)
     else:
         waits = st.waits if w.pull is not None else None
         restarts = w.restarts
-        while done < n:
-            k = min(chunk, n - done)
-            for _ in range(k):
+        while done < end:
+            stop = min(done + chunk, end)
+            for slot in range(done, stop):
                 before = restarts() if restarts is not None else 0
                 t0 = clock()
                 progress.iteration_started_ns = t0
                 _one_iteration(w, sync, waits, st.iteration_index, clock, progress)
                 st.iteration_index += 1
-                samples.append(clock() - t0)
+                buf[slot] = clock() - t0
                 if restarts is not None and restarts() != before:
-                    st.restart_marks.append(len(samples) - 1)
-            done += k
+                    st.restart_marks.append(slot)  # a restart is rare: this list stays a few entries long
+            done = stop
             if progress.abandoned:
                 raise Abandoned
             if growth is not None:
-                growth.record(len(samples), round_index)
+                growth.record(done, round_index)
+    peaks = [probe.peak() for probe in probes]
+    buf.release()
     progress.iteration_started_ns = 0
-    st.round_sizes.append(len(samples) - start)
+    st.samples.count = end
+    st.round_sizes.append(n)
     progress.iterations_done += n
-    st.typical_ns = progress.typical_ns = stats.median(samples[start:])
+    st.typical_ns = progress.typical_ns = stats.median(st.samples.data[start:end].tolist())  # faster to sort
     if traces_before is not None and w.trace_total is not None:
         st.traces_steady = (st.traces_steady or 0) + w.trace_total() - traces_before
-    for i, probe in enumerate(probes):
-        st.per_probe_rounds[i].append(probe.peak())
-    st.busy_rounds.append(gpu_busy.round_readings(probes))  # read by the NVML probes' peak() just above
+    for i, peak in enumerate(peaks):
+        st.per_probe_rounds[i].append(peak)
+    st.busy_rounds.append(gpu_busy.round_readings(probes))  # read by the NVML probes' peak() right after the loop
 
 
 def build_measurement(test_id: str, mode: str, raw: RawRun, *, traces_first_call: int | None = None,

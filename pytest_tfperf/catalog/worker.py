@@ -178,7 +178,7 @@ def _workload(name: str, size: int) -> Callable[[], float]:
     import tensorflow as tf
 
     if name == "gpu_train_step":  # one training step of the oversized-batch scenario, batch = size
-        from pytest_tfperf.catalog.scenarios.oversized_batch import Sizes, Trainer
+        from pytest_tfperf.catalog.trainer import Sizes, Trainer
 
         with tf.device("/GPU:0"):
             trainer = Trainer(Sizes(effective_batch=size, micro_batches=1, hidden=4096))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+import importlib.util
 import subprocess
 import sys
 
@@ -78,6 +80,8 @@ def test_using_the_fixture_twice_is_a_clear_error(pytester: pytest.Pytester) -> 
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*FixtureAlreadyUsed*already used in this test (tfperf(...))*tfperf.compare*"])
+    assert len(_report_sections(result.stdout.lines)["test_twice"]) == 1  # one line, no plugin frames
+    result.stdout.no_fnmatch_line("*pytest_tfperf/*")
 
 
 def test_a_nan_loss_fails_at_its_iteration_when_checked(pytester: pytest.Pytester) -> None:
@@ -135,3 +139,121 @@ def test_smoke_mode_runs_fine_under_xdist(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(tfperf):\n    tfperf(lambda: None)\n\ndef test_y(tfperf):\n    tfperf(lambda: None)\n")
     result = pytester.runpytest_subprocess("-n", "2")
     result.assert_outcomes(passed=2)
+
+
+# -- usage errors read like pytest's own ------------------------------------------
+
+_MISUSE = '''
+import pytest
+
+@pytest.mark.tfperf(rounds=0)
+def test_bad_rounds(tfperf):
+    tfperf(lambda: None)
+
+@pytest.mark.tfperf(budget=3)
+def test_unknown_argument(tfperf):
+    tfperf(lambda: None)
+
+@pytest.mark.tfperf(3)
+def test_positional(tfperf):
+    tfperf(lambda: None)
+
+def test_negative_items(tfperf):
+    tfperf(lambda: None, items=-3)
+
+def test_not_callable(tfperf):
+    tfperf(42)
+
+def test_bad_items_per_element(tfperf):
+    tfperf.iterate([1, 2], items_per_element=0)
+
+def test_bad_variant_name(tfperf):
+    tfperf.compare({"a b": lambda: None})
+
+def test_bad_reference(tfperf):
+    tfperf.compare({"a": lambda: None, "b": lambda: None}, reference="c")
+
+def test_fine(tfperf):
+    tfperf(lambda: None)
+'''
+
+# Each misused test's report is exactly one line: the test, the argument, what is allowed.
+_MISUSE_LINES = {
+    "test_bad_rounds": "test_misuse.py::test_bad_rounds: @pytest.mark.tfperf(rounds=...) must be a whole number >= 1, got 0",
+    "test_unknown_argument": "test_misuse.py::test_unknown_argument: unknown @pytest.mark.tfperf argument(s) budget; "
+                             "known: *budget_s*",
+    "test_positional": "test_misuse.py::test_positional: @pytest.mark.tfperf takes keyword arguments only, "
+                       "got positional 3",
+    "test_negative_items": "test_misuse.py::test_negative_items: tfperf(..., items=...) must be a positive number of "
+                           "items per iteration, got -3",
+    "test_not_callable": "test_misuse.py::test_not_callable: tfperf(fn, ...) needs a callable as fn, got int 42",
+    "test_bad_items_per_element": "test_misuse.py::test_bad_items_per_element: tfperf.iterate(..., "
+                                  "items_per_element=...) must be a positive number of items per iteration, got 0",
+    "test_bad_variant_name": "test_misuse.py::test_bad_variant_name: tfperf.compare(): variant names must be short "
+                             "words like 'anti' or 'fix', got 'a b'",
+    "test_bad_reference": "test_misuse.py::test_bad_reference: tfperf.compare(reference='c'): the reference must be "
+                          "one of at least two variants, got ['a', 'b']",
+}
+
+
+def _report_sections(lines: list[str]) -> dict[str, list[str]]:
+    """Test name -> the lines pytest printed for it under ERRORS / FAILURES."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        if line.startswith("_") and line.endswith("_") and line.strip("_ "):
+            name = line.strip("_ ").removeprefix("ERROR at setup of ")
+            current = sections.setdefault(name, [])
+        elif line.startswith("=") or line.startswith("-" * 10):
+            current = None
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+@pytest.mark.parametrize("measure", [False, True], ids=["smoke", "measuring"])
+def test_misuse_fails_that_test_with_one_line_and_the_session_runs_on(pytester: pytest.Pytester,
+                                                                      measure: bool) -> None:
+    pytester.makepyfile(test_misuse=_MISUSE)
+    args = ["--tfperf", "--tfperf-budget=0.05"] if measure else []
+    result = pytester.runpytest_inprocess(*args)
+    # A bad marker fails the test's setup (an error, as pytest reports a bad fixture);
+    # a bad call fails the test. The good test still runs and passes.
+    result.assert_outcomes(errors=3, failed=5, passed=1)
+    sections = _report_sections(result.stdout.lines)
+    for name, expected in _MISUSE_LINES.items():
+        assert len(sections[name]) == 1, (name, sections[name])
+        line = sections[name][0]
+        assert (fnmatch.fnmatchcase(line, expected) if "*" in expected else line == expected), (line, expected)
+    result.stdout.no_fnmatch_line("*pytest_tfperf/*")
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.no_fnmatch_line("*During handling*")
+
+# -- without TensorFlow ---------------------------------------------------------------
+
+_NO_TF_NOTE = "tfperf: TensorFlow cannot be imported: *pip install 'pytest-tfperf[[]tensorflow]'*tensorflow-cpu*"
+
+
+def test_without_tensorflow_the_plugin_says_so_once_and_plain_workloads_still_run(pytester: pytest.Pytester) -> None:
+    # In a subprocess: None in sys.modules makes every `import tensorflow` there fail.
+    pytester.makeconftest("import sys\nsys.modules['tensorflow'] = None\n")
+    pytester.makepyfile("def test_a(tfperf):\n    tfperf(lambda: sum(range(10)))\n\n"
+                        "def test_b(tfperf):\n    tfperf(lambda: None)\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=2)
+    assert len(fnmatch.filter(result.stdout.lines, _NO_TF_NOTE)) == 1
+
+
+def test_with_tensorflow_installed_nothing_is_said_and_nothing_imported(pytester: pytest.Pytester) -> None:
+    if importlib.util.find_spec("tensorflow") is None:  # importorskip would import it: seconds, for nothing
+        pytest.skip("TensorFlow is not installed")
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_unconfigure(config):\n"
+        "    print('TF_IMPORTED=' + str('tensorflow' in sys.modules))\n"
+    )
+    pytester.makepyfile("def test_a(tfperf):\n    tfperf(lambda: None)\n")
+    result = pytester.runpytest_subprocess("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["TF_IMPORTED=False"])  # looking for it did not import it
+    result.stdout.no_fnmatch_line("*TensorFlow cannot be imported*")

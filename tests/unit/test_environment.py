@@ -185,3 +185,46 @@ def test_real_tensorflow_import_order_does_not_change_the_fingerprint() -> None:
     assert result["same"] is True
     assert result["build"] == result["expected_build"]
     assert result["version"].endswith(" " + result["tf_version"])
+
+
+# -- whether TensorFlow can be imported, without importing it ----------------------
+
+
+class _RefuseTensorFlow:
+    """A meta-path finder that hides TensorFlow, as a broken or partial install does."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
+        return None
+
+
+def test_an_importable_tensorflow_is_no_problem_and_is_not_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment.importlib.util, "find_spec", lambda name: object())
+    assert environment.tensorflow_problem() is None
+    assert "tensorflow" not in sys.modules
+
+
+def test_a_loaded_tensorflow_is_no_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", FakeTensorFlow())
+    assert environment.tensorflow_problem() is None
+
+
+def test_a_hidden_tensorflow_is_reported_with_the_distribution_that_is_installed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "meta_path", [_RefuseTensorFlow(), *sys.meta_path])
+    monkeypatch.setattr(environment, "_installed", lambda names: [("tensorflow-cpu", "2.21.0")])
+    problem = environment.tensorflow_problem()
+    assert problem is not None
+    assert problem.startswith("TensorFlow cannot be imported: tensorflow-cpu 2.21.0 is installed, yet no "
+                              "'tensorflow' module can be imported (ModuleNotFoundError: ")
+    assert "pip install 'pytest-tfperf[tensorflow]'" in problem and "tensorflow-cpu on CPU-only CI" in problem
+
+
+def test_no_tensorflow_at_all_says_how_to_install_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # every import of it fails
+    monkeypatch.setattr(environment, "_installed", lambda names: [])
+    problem = environment.tensorflow_problem()
+    assert problem is not None
+    assert problem.startswith(f"TensorFlow cannot be imported: no distribution of it (tensorflow, tensorflow-cpu, "
+                              f"...) is installed for {sys.executable}. Plain Python workloads are measured")

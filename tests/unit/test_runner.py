@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import collections
+import json
+import os
+import subprocess
+import sys
+import tracemalloc
 
 import pytest
 
@@ -475,3 +480,95 @@ def test_nothing_is_measured_longer_without_growth() -> None:
     raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
                          watch=False, memory_readers=[reader])[""]
     assert raw.memory_series[0].confirmation_iterations == 0
+
+
+# -- the measurer stays out of its own memory figures -----------------------------
+
+
+class TracemallocProbe:
+    """The Python heap's peak through ``tracemalloc``: every allocation the interpreter makes, exactly."""
+
+    source = MemorySource.RSS_HWM
+    device = "host"
+    unavailable = None
+
+    def reset(self) -> int | None:
+        tracemalloc.reset_peak()
+        return tracemalloc.get_traced_memory()[0]
+
+    def peak(self) -> int | None:
+        return tracemalloc.get_traced_memory()[1]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_round_allocates_nothing_the_probes_can_see() -> None:
+    # 20,000 iterations a round: a list of their samples alone would be 160 KB.
+    clock = FakeClock()
+    probe = TracemallocProbe()
+    tracemalloc.start()
+    try:
+        raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000))},
+                             runner.RunSettings(budget_s=0.06, rounds=3, warmup_s=0.0),
+                             clock=clock, probes=[probe], watch=False)[""]
+    finally:
+        tracemalloc.stop()
+    peak = raw.memory[0]
+    assert raw.timings.round_sizes == (20_000,) * 3
+    rises = [p - s for p, s in zip(peak.per_round_peak_bytes, peak.per_round_start_bytes)]
+    # What remains is the growth readings between chunks (about 2 KB), never the samples.
+    assert max(rises) < 16 * 1024, rises
+
+
+def test_the_samples_of_a_pull_and_step_workload_stay_out_of_the_round_too() -> None:
+    clock = FakeClock()
+    probe = TracemallocProbe()
+
+    def pull() -> int:
+        clock.work(300)
+        return 1
+
+    def step(element: object) -> None:
+        clock.work(700)
+
+    tracemalloc.start()
+    try:
+        raw = runner.measure({"": runner.Workload(call=lambda: None, pull=pull, step=step)},
+                             runner.RunSettings(budget_s=0.02, rounds=5, warmup_s=0.0),
+                             clock=clock, probes=[probe], watch=False, split_input=False)[""]
+    finally:
+        tracemalloc.stop()
+    peak = raw.memory[0]
+    rises = [p - s for p, s in zip(peak.per_round_peak_bytes, peak.per_round_start_bytes)]
+    assert max(rises) < 16 * 1024, rises
+    assert len(raw.input_wait_ns) == len(raw.timings.samples_ns) == 20_000
+    assert set(raw.input_wait_ns) == {300}
+
+
+_HWM_NOOP_SCRIPT = """
+import json
+from pytest_tfperf import memory_probes, runner
+probe = memory_probes.HwmRssProbe()
+out = {"unavailable": probe.unavailable}
+if probe.unavailable is None:
+    for name, call in (("no-op", lambda: None), ("sum(range(1000))", lambda: sum(range(1000)))):
+        peak = runner.measure({"": runner.Workload(call=call)},
+                              runner.RunSettings(budget_s=0.2, rounds=3, warmup_s=0.0), probes=[probe])[""].memory[0]
+        out[name] = [p - s for p, s in zip(peak.per_round_peak_bytes, peak.per_round_start_bytes)]
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_the_real_rss_high_water_mark_of_a_no_op_round_stays_under_64_kib() -> None:
+    # In a fresh process, so that nothing of the test session runs beside the rounds.
+    # A list of samples grew the high-water mark by 15-18 MiB a round here.
+    done = subprocess.run([sys.executable, "-c", _HWM_NOOP_SCRIPT], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-2000:]
+    result = json.loads(lines[0][len("RESULT "):])
+    if result["unavailable"] is not None:
+        pytest.skip(f"no exact RSS high-water mark here: {result['unavailable']}")
+    for name in ("no-op", "sum(range(1000))"):
+        assert max(result[name]) < 64 * 1024, (name, result[name])
