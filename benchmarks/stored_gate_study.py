@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from pytest_tfperf.compare import Tolerances, judge
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.runs import REFRESH, BaselineRuns, summarize
+from pytest_tfperf.runs import RECORD, REFRESH, BaselineRuns, summarize  # noqa: E402
 from pytest_tfperf.serialization import (
     Field,
     memory_peak_from_dict,
@@ -121,10 +121,13 @@ def collect_summary(runs_dir: Path) -> dict[str, Any]:
 
 
 def _judge(test: str, current: dict[str, Any], confirmation: dict[str, Any] | None,
-           baseline: list[dict[str, Any]], machine: float) -> dict[str, Any]:
+           baseline: list[dict[str, Any]], machine: float,
+           history: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     base_measurements = [rebuild(test, b) for b in baseline]
+    recorded = tuple(summarize(rebuild(test, h), run_id=f"h{i}", recorded_at="", kind=RECORD)
+                     for i, h in enumerate(history))
     runs = BaselineRuns(tuple(summarize(m, run_id=str(i), recorded_at="", kind=REFRESH)
-                              for i, m in enumerate(base_measurements)), machine_spread=machine)
+                              for i, m in enumerate(base_measurements)), history=recorded, machine_spread=machine)
     cur = rebuild(test, current)
     tol = Tolerances()
     verdict = judge(cur, base_measurements[-1], tol, runs=runs)
@@ -144,11 +147,13 @@ def _judge(test: str, current: dict[str, Any], confirmation: dict[str, Any] | No
     }
 
 
-def judge_all(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def judge_all(summary: dict[str, Any], history: int = 0) -> list[dict[str, Any]]:
+    """Every verdict; with ``history``, the ``history`` processes before each baseline count as runs
+    recorded by CI on main (``--tfperf-record``)."""
     processes = summary["processes"]
     n_base = summary["baseline_runs"]
     rows = []
-    for p in range(n_base, len(processes) - 1):
+    for p in range(n_base + history, len(processes) - 1):
         proc, after = processes[p], processes[p + 1]
         window = processes[p - n_base:p]
         # As the session does: the machine's spread from every test's baseline runs (here, the window's).
@@ -161,7 +166,9 @@ def judge_all(summary: dict[str, Any]) -> list[dict[str, Any]]:
             baseline = [w["tests"][reference] for w in window if reference in w["tests"]]
             if len(baseline) < n_base:
                 continue
-            row = _judge(PREFIX + reference, figures, after["tests"].get(test), baseline, machine)
+            recorded = [w["tests"][reference] for w in processes[p - n_base - history:p - n_base]
+                        if reference in w["tests"]]
+            row = _judge(PREFIX + reference, figures, after["tests"].get(test), baseline, machine, recorded)
             row.update(process=proc["index"], test=test, kind=label)
             rows.append(row)
     return rows
@@ -241,8 +248,10 @@ def markdown(s: dict[str, Any]) -> str:
         "# Stored-baseline gate: validation through real pytest --tfperf processes",
         "",
         "Reproduce: see the docstring of `benchmarks/stored_gate_study.py` (collect, then judge).",
-        f"{s['processes_collected']} processes collected, {s['processes_judged']} judged (each against a baseline "
-        f"of the {BASELINE_RUNS} processes before it, confirmed by the process after it).",
+        (f"{s['processes_collected']} processes collected, {s['processes_judged']} judged (each against a baseline "
+         f"of the {BASELINE_RUNS} processes before it, confirmed by the process after it"
+         + (f"; the {s['history_runs']} processes before the baseline count as recorded runs" if s.get("history_runs")
+            else "; no recorded history") + ")."),
         "",
         "| what | result |",
         "|---|---|",
@@ -275,6 +284,8 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, help="directory written by benchmarks/stored_gate/collect.py")
     parser.add_argument("--from-summary", action="store_true", help="judge the committed compact file again")
     parser.add_argument("--name", default="stored_gate")
+    parser.add_argument("--history", type=int, default=0,
+                        help="also count the N processes before each baseline as recorded runs (--tfperf-record)")
     args = parser.parse_args()
     summary_path = RESULTS / f"{args.name}_runs.json"
     if args.from_summary:
@@ -284,8 +295,9 @@ def main() -> int:
         summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     else:
         parser.error("give --runs DIR or --from-summary")
-    rows = judge_all(summary)
+    rows = judge_all(summary, args.history)
     result = summarise(rows, summary)
+    result["history_runs"] = args.history
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"summary": result, "verdicts": rows}, indent=1,
                                                           sort_keys=True, default=str) + "\n")
     text = markdown(result)
