@@ -52,6 +52,9 @@ def quick_effects(scenario: Scenario, calls_per_segment: int = 6, memory_device:
             before = traces()
             for _ in range(calls_per_segment):
                 v.run()
+                # Found after every call: the counter holds functions weakly, and a function that a
+                # recompile creates and the next one drops would otherwise die unseen with its trace.
+                counter.refresh()
             calls[v.name] += calls_per_segment
             steady_traces[v.name] += traces() - before
             peaks[v.name].append(int(tf.config.experimental.get_memory_info(memory_device)["peak"]) - base)
