@@ -157,4 +157,8 @@ def test_true_positive_keras_recompile_retraces(tfperf, request: pytest.FixtureR
         return
     row = {"workload": "keras_recompile_retracing", "kind": "true_positive", **_figures(m)}
     _emit(request, row)
-    assert m.traces_steady is not None and m.traces_steady >= m.timings.iterations, row
+    # The plugin finds new tf.functions between rounds, not between iterations (a walk per iteration
+    # would cost more than the harness's whole per-iteration budget): a model recompiled on every call
+    # counts at least one steady trace per round, and every call when a round is one call long.
+    rounds = len(m.timings.round_sizes)
+    assert m.traces_steady is not None and m.traces_steady >= min(rounds, m.timings.iterations), row
