@@ -131,7 +131,10 @@ class TraceCounter:
     re-discovered after warm-up; a function first seen then counts all its
     traces as warm-up traces. Keras builds a new one after ``compile()``: one
     first seen in the steady state counts its traces as steady-state traces,
-    which is what recompiling in a loop costs.
+    which is what recompiling in a loop costs. The runner refreshes between
+    rounds, so a model recompiled on every call is seen once a round: its
+    steady count is at least the number of rounds, not of calls (the catalog's
+    quick check refreshes after every call and counts each one).
 
     Functions are held by weak reference, with their count as last read: a
     strong one would keep every recompiled model's graphs alive, a memory
