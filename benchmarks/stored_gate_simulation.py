@@ -1,0 +1,60 @@
+"""The stored-baseline rule on synthetic run-to-run noise, through the plugin's own ``compare.judge``.
+
+    .venv/bin/python benchmarks/stored_gate_simulation.py [--sd 0.013] [--trials 20000]
+
+Each trial: a baseline of 5 runs, a run and a fresh-process confirmation, every run's throughput
+drawn log-normally with the given spread (1.3%: six processes of a GPU step on an NVIDIA H200 agreed
+that closely, ../shared/research/gpu-h200.md). Prints the share judged regressed for unchanged code
+and for slowdowns of 5%, 10% and 20%. tests/unit/test_stored_rule.py asserts the 10% and A/A rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pytest_tfperf.compare import Status, Tolerances, judge  # noqa: E402
+from pytest_tfperf.model import Measurement, Timings  # noqa: E402
+from pytest_tfperf.runs import REFRESH, BaselineRuns, RunSummary  # noqa: E402
+
+
+def _measurement(throughput: float) -> Measurement:
+    ns = round(100 * 1e9 / throughput)
+    return Measurement(test_id="t", mode="call", timings=Timings((ns,) * 25, (5,) * 5, 100.0, ns),
+                       traces_steady=0, environment_id="env")
+
+
+def regressed_share(sd: float, slowdown: float, trials: int, seed: int) -> float:
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(trials):
+        runs = BaselineRuns(tuple(RunSummary(f"r{i}", "", REFRESH, 1000.0 * math.exp(rng.gauss(0.0, sd)))
+                                  for i in range(5)))
+        cur, again = (1000.0 * (1.0 - slowdown) * math.exp(rng.gauss(0.0, sd)) for _ in range(2))
+        first = judge(_measurement(cur), _measurement(1000.0), Tolerances(), runs=runs)
+        if first.needs_confirmation:
+            final = judge(_measurement(cur), _measurement(1000.0), Tolerances(), runs=runs,
+                          confirmation=_measurement(again))
+            hits += final.metric("throughput").status is Status.REGRESSED  # type: ignore[union-attr]
+    return hits / trials
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sd", type=float, default=0.013)
+    parser.add_argument("--trials", type=int, default=20000)
+    args = parser.parse_args()
+    for slowdown in (0.0, 0.05, 0.10, 0.20):
+        share = regressed_share(args.sd, slowdown, args.trials, seed=int(slowdown * 100) + 1)
+        label = "unchanged (false alarms)" if slowdown == 0 else f"{slowdown:.0%} slower (caught)"
+        print(f"run-to-run spread {args.sd:.1%}, {args.trials} trials, {label}: {share:.2%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
