@@ -287,7 +287,7 @@ def main() -> int:
     parser.add_argument("--history", type=int, default=0,
                         help="also count the N processes before each baseline as recorded runs (--tfperf-record)")
     args = parser.parse_args()
-    summary_path = RESULTS / f"{args.name}_runs.json"
+    summary_path = RESULTS / "stored_gate_runs.json"  # the collected processes; --name names the verdicts
     if args.from_summary:
         summary = json.loads(summary_path.read_text())
     elif args.runs is not None:
