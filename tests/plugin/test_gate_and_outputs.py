@@ -361,3 +361,16 @@ def test_junit_figures_belong_to_their_own_test_only(pytester: pytest.Pytester) 
     x = text.split('name="test_x"', 1)[1].split("</testcase>", 1)[0]
     assert 'name="a:tfperf_throughput_per_s"' in x and 'name="b:tfperf_throughput_per_s"' in x
     assert 'name="2:' not in x  # test_x2's figures are not test_x's
+
+
+def test_a_broken_history_fails_the_gated_tests_naming_it_and_is_not_rewritten(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(WORKLOAD)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    history = pytester.path / "benchmarks" / "baselines" / "history.csv"
+    broken = history.read_text() + "2026-11-26T00:00:00Z,run,t::a,throughput_per_s\n"  # a row cut short
+    history.write_text(broken)
+    result = run(pytester, "--tfperf-record")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*the run history cannot be used, so nothing was compared*",
+                                 f"*{history}: line * has 4 fields*"])
+    assert history.read_text() == broken  # never rewritten: the tests that could not be judged record nothing
