@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pytest_tfperf.atomic_files import atomic_write_text
 from pytest_tfperf.effect_lines import EffectRow
+from pytest_tfperf.report import format_rate
 from pytest_tfperf.report_model import Report, TestView
 
 _STATUS = {"failed": ("FAILED", "bad"), "regressed": ("REGRESSED", "bad"), "noisy": ("noisy", "warn"),
@@ -93,13 +94,7 @@ def _mib(value: float) -> str:
 
 
 def _rate(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if value >= 1e6:
-        return f"{value / 1e6:,.2f} M/s"
-    if value >= 1e4:
-        return f"{value / 1e3:,.1f} k/s"
-    return f"{value:,.1f} /s"
+    return "–" if value is None else format_rate(value)
 
 
 def change_text(t: TestView) -> str:
