@@ -91,6 +91,7 @@ Memory and traces (near-deterministic metrics)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -332,8 +333,7 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
         return _unavailable(name, unit, Direction.HIGHER_IS_BETTER,
                             f"{name}: not compared: the baseline or this run has no positive throughput")
     own = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
-    spread = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()],
-                                    floor=runs.machine_spread)
+    spread = dataclasses.replace(own, sd=max(own.sd, runs.machine_spread)) if own.known else own
     d = tol.throughput_decision_threshold
     confidence = tol.stored_throughput_confidence
     call = stored_rule.judge_throughput(spread, values, confidence=confidence, threshold=d,

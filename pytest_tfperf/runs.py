@@ -13,7 +13,6 @@ Pure data: no pytest, no TensorFlow, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_tfperf.model import Measurement
@@ -97,6 +96,3 @@ class BaselineRuns:
     def history_memory(self, metric: str) -> list[int]:
         return [v for v in (r.memory(metric) for r in self.history) if v is not None]
 
-
-def memory_map(summary: RunSummary) -> Mapping[str, int]:
-    return dict(summary.memory_added_bytes)

@@ -115,11 +115,11 @@ class RunSpread:
         return max(self.prediction_half_width(confidence), threshold) + _t(power, self.df) * se
 
 
-def run_spread(baseline: Sequence[float], history: Sequence[float] = (), *, floor: float = 0.0) -> RunSpread:
+def run_spread(baseline: Sequence[float], history: Sequence[float] = ()) -> RunSpread:
     """Level of ``baseline`` and the spread of single runs, pooled with ``history``'s successive differences.
 
-    ``history`` is oldest first; only its newest ``HISTORY_WINDOW`` values are used. The spread is
-    at least ``floor`` (the machine's typical spread, ``machine_spread``).
+    ``history`` is oldest first; only its newest ``HISTORY_WINDOW`` values are used. The caller
+    raises the spread to the machine's (``machine_spread``) where that is larger.
     """
     n = len(baseline)
     if n == 0:
@@ -136,7 +136,7 @@ def run_spread(baseline: Sequence[float], history: Sequence[float] = (), *, floo
         dof += 2.0 * (k - 1) ** 2 / (3.0 * k - 4.0)
     if expected <= 0:
         return RunSpread(level=level, n_runs=n, n_history=k if k >= 2 else 0, sd=math.nan, df=0.0)
-    sd = max(math.sqrt(ss / expected), floor)
+    sd = math.sqrt(ss / expected)
     return RunSpread(level=level, n_runs=n, n_history=k if k >= 2 else 0, sd=sd, df=dof)
 
 
@@ -168,7 +168,6 @@ class ThroughputCall:
     p_value: float  # one-sided, slower than the level
     detection_limit: float  # fraction of throughput lost that is caught (inf: none)
     bound_change: float  # the prediction bound, as a change of one run against the level
-    needs_confirmation: bool  # regressed in the first run: measure a fresh process before failing
 
 
 def judge_throughput(spread_log: RunSpread, current: Sequence[float], *, confidence: float, threshold: float,
@@ -180,7 +179,7 @@ def judge_throughput(spread_log: RunSpread, current: Sequence[float], *, confide
     delta = mean_log - spread_log.level
     change = math.expm1(delta)
     if not spread_log.known:
-        return ThroughputCall("unknown", change, math.nan, math.nan, math.nan, math.inf, math.nan, False)
+        return ThroughputCall("unknown", change, math.nan, math.nan, math.nan, math.inf, math.nan)
     half = spread_log.prediction_half_width(confidence)
     threshold_log = -math.log1p(-threshold)
     limit = -math.expm1(-spread_log.detection_limit(confidence, threshold_log))
@@ -196,5 +195,4 @@ def judge_throughput(spread_log: RunSpread, current: Sequence[float], *, confide
         status = "improved"
     else:
         status = "unchanged"
-    return ThroughputCall(status, change, ci_low, ci_high, p_value, limit, -math.expm1(-half),
-                          needs_confirmation=status == "regressed" and m == 1)
+    return ThroughputCall(status, change, ci_low, ci_high, p_value, limit, -math.expm1(-half))
