@@ -274,11 +274,15 @@ class Partner:
             raise PartnerError(self._broken) from None
         return self._channel
 
-    def begin(self, test_id: str, rounds: int, budget_s: float) -> PairedRun:
-        """Ask the partner to get ``test_id`` ready to measure; raises PartnerError with the reason it can't."""
+    def begin(self, test_id: str, rounds: int, budget_s: float, *, variants: bool = False) -> PairedRun:
+        """Ask the partner to get ``test_id`` ready to measure; raises PartnerError with the reason it can't.
+
+        ``variants``: a ``tfperf.compare()`` test may measure all its variants (a confirmation, read with
+        ``finish_all``); without it the partner refuses one, since a pairing needs a single workload.
+        """
         channel = self._start()
         try:
-            channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s)
+            channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s, variants=variants)
             answer = channel.receive(self.timeout_s)
         except PartnerError as exc:
             self._lost(exc)
@@ -379,6 +383,10 @@ class PairedRun:
 
     def finish(self, completed: bool) -> Measurement:
         """The partner's measurement; ``completed`` False (ours failed) stops the partner's test instead."""
+        return self.finish_all(completed)[0]
+
+    def finish_all(self, completed: bool) -> list[Measurement]:
+        """Every measurement the partner sent: one, or each variant of a ``tfperf.compare()`` test."""
         from pytest_tfperf.serialization import Field, StorageError, measurement_from_dict
 
         if not completed and self.dropped is None:
@@ -397,8 +405,10 @@ class PairedRun:
         if answer.get("op") != "result":
             raise PartnerError(f"the partner sent no result: {answer.get('text', answer)}")
         where = Field(f"the partner's result for {self._test_id}", "", "a pytest-tfperf bug: please report it")
+        # "measurements" carries every variant; a partner of an earlier version sends only "measurement".
+        raw = answer.get("measurements") or [answer.get("measurement")]
         try:
-            return measurement_from_dict(answer.get("measurement"), where)
+            return [measurement_from_dict(item, where) for item in raw]
         except StorageError as exc:
             raise PartnerError(str(exc)) from None
 
@@ -419,6 +429,7 @@ class Request:
     test_id: str
     rounds: int
     budget_s: float
+    variants: bool = False  # every tfperf.compare() variant may be measured (a confirmation), not just one
     answered: bool = False  # a "ready", "result" or "failed" went back
     failure: str = ""
 
@@ -457,7 +468,8 @@ class PartnerServer:
             if item is None:
                 self.channel.send(op="missing")
                 continue
-            self.request = Request(test_id, int(message.get("rounds", 20)), float(message.get("budget_s", 2.0)))
+            self.request = Request(test_id, int(message.get("rounds", 20)), float(message.get("budget_s", 2.0)),
+                                   variants=bool(message.get("variants", False)))
             try:
                 run_item(item)
             finally:
@@ -477,10 +489,11 @@ class PartnerServer:
         elif event == "after":
             self.channel.send(op="done", index=index)
 
-    def send_result(self, measurement: Measurement) -> None:
+    def send_result(self, measurements: Sequence[Measurement]) -> None:
         from pytest_tfperf.serialization import measurement_to_dict
 
-        self._answer(op="result", measurement=measurement_to_dict(measurement))
+        encoded = [measurement_to_dict(m) for m in measurements]
+        self._answer(op="result", measurement=encoded[0], measurements=encoded)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         """Registered as a pytest plugin: keep the first failure's last line for the coordinator."""

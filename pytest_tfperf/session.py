@@ -159,14 +159,9 @@ class TfPerfSession:
         if against_note is not None:
             for o in outcomes.values():
                 o.notices.append(against_note)
-        for name, o in outcomes.items():
-            if self._wants_confirmation(o):
-                if len(workloads) == 1:
-                    self._confirm(fx, o, settings, options)
-                else:
-                    o.notices.append(f"{o.measurement.test_id}: not confirmed in a fresh process: tfperf.compare() "
-                                     "measures several variants, and a fresh process measures one workload; the "
-                                     "first verdict stands")
+        to_confirm = [o for o in outcomes.values() if self._wants_confirmation(o)]
+        if to_confirm:
+            self._confirm(fx, to_confirm, settings, options)
         if (not against and reference is None and self.config.remeasure
                 and any(_borderline(o) for o in outcomes.values())):
             # Borderline evidence: measure again (all variants, so pairs stay
@@ -274,26 +269,38 @@ class TfPerfSession:
         # A throughput-only regression under --tfperf-throughput-gate=warn fails nothing: no need to confirm it.
         return not o.warned_only
 
-    def _confirm(self, fx: TfPerf, outcome: Outcome, settings: runner.RunSettings, options: MarkerOptions) -> None:
-        """Measure the test in a fresh pytest process and judge both runs: a regression must show in both."""
+    def _confirm(self, fx: TfPerf, outcomes: list[Outcome], settings: runner.RunSettings,
+                 options: MarkerOptions) -> None:
+        """Measure the test in a fresh pytest process and judge both runs: a regression must show in both.
+
+        A ``tfperf.compare()`` test is measured whole there (every variant, interleaved as here), and
+        each variant that asked for it is judged against its own run of that process.
+        """
         from pytest_tfperf.compare import judge
         from pytest_tfperf.partner import PartnerError
 
-        test_id = outcome.measurement.test_id
         try:
-            theirs = self._measure_in_fresh_process(fx._node_id, settings)
+            fresh = {m.test_id: m for m in self._measure_in_fresh_process(fx._node_id, settings)}
         except PartnerError as exc:
-            outcome.notices.append(f"{test_id}: the regression could not be confirmed in a fresh process ({exc}); "
-                                   "the first verdict stands")
+            for outcome in outcomes:
+                outcome.notices.append(f"{outcome.measurement.test_id}: the regression could not be confirmed in a "
+                                       f"fresh process ({exc}); the first verdict stands")
             return
-        baseline, runs = outcome.stored
-        outcome.verdict = judge(outcome.measurement, baseline, self._tolerances(options), runs=runs,
-                                confirmation=theirs)
-        held = "confirmed" if str(outcome.verdict.status) == "regressed" else "not confirmed"
-        outcome.notices.append(f"{test_id}: a regression in this process was measured again in a fresh process: "
-                               f"{held}")
+        for outcome in outcomes:
+            test_id = outcome.measurement.test_id
+            theirs = fresh.get(test_id)
+            if theirs is None:
+                outcome.notices.append(f"{test_id}: the regression could not be confirmed in a fresh process (it "
+                                       f"measured {', '.join(sorted(fresh)) or 'nothing'}); the first verdict stands")
+                continue
+            baseline, runs = outcome.stored
+            outcome.verdict = judge(outcome.measurement, baseline, self._tolerances(options), runs=runs,
+                                    confirmation=theirs)
+            held = "confirmed" if str(outcome.verdict.status) == "regressed" else "not confirmed"
+            outcome.notices.append(f"{test_id}: a regression in this process was measured again in a fresh "
+                                   f"process: {held}")
 
-    def _measure_in_fresh_process(self, node_id: str, settings: runner.RunSettings) -> Measurement:
+    def _measure_in_fresh_process(self, node_id: str, settings: runner.RunSettings) -> list[Measurement]:
         from pathlib import Path
 
         from pytest_tfperf.partner import Partner
@@ -305,9 +312,9 @@ class TfPerfSession:
                                       test_args=args, timeout_s=self.config.stall_ceiling_s + 60.0)
         else:
             self._confirmer.restart()  # each confirmation in a process of its own
-        run = self._confirmer.begin(node_id, settings.rounds, settings.budget_s)
+        run = self._confirmer.begin(node_id, settings.rounds, settings.budget_s, variants=True)
         run.measure_alone(settings.rounds)
-        return run.finish(True)
+        return run.finish_all(True)
 
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
                              settings: runner.RunSettings) -> dict[str, Measurement]:
@@ -316,7 +323,7 @@ class TfPerfSession:
 
         server = self.partner_server
         request = server.request
-        if len(workloads) != 1:
+        if len(workloads) != 1 and not request.variants:
             raise PartnerError(f"{fx._test_id} measures {len(workloads)} variants with tfperf.compare() in this "
                                "version; --tfperf-against pairs single workloads only")
         settings = dataclasses.replace(settings, rounds=request.rounds, min_rounds=request.rounds,
@@ -324,7 +331,7 @@ class TfPerfSession:
         raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
                               watch=settings.stall.enabled, pace=server.pace)
         measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
-        server.send_result(next(iter(measured.values())))
+        server.send_result(list(measured.values()))
         fx.results.update(measured)
         return measured
 

@@ -134,6 +134,29 @@ def test_update_then_regression_fails_exactly_the_slower_test(pytester: pytest.P
     assert "FAILED" not in "".join(line for line in result.outlines if "test_other" in line)
 
 
+def test_a_variant_of_compare_that_regresses_is_confirmed_in_a_fresh_process(pytester: pytest.Pytester) -> None:
+    # The fresh process measures the whole tfperf.compare() test; each variant is judged on its own run there.
+    pytester.makepyfile("""
+        import os
+
+        N = int(os.environ.get("WORK_N", "2000"))
+
+        def test_pair(tfperf):
+            tfperf.compare({"steady": lambda: sum(i * i for i in range(2000)),
+                            "changed": lambda: sum(i * i for i in range(N))}, items=2000)
+        """)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=1)
+    result = run(pytester, work_n=SLOWER)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*::test_pair[[]changed[]]: performance regressed against its baseline",
+        "*this process ran *% and a fresh process *% slower than the baseline, both below its bound*",
+    ])
+    result.stdout.fnmatch_lines(["*test_pair[[]changed[]]: a regression in this process was measured again in a "
+                                 "fresh process: confirmed"])
+    assert "test_pair[steady]: performance regressed" not in result.stdout.str()
+
+
 def test_refresh_keeps_other_tests_baselines(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(WORKLOAD)
     run(pytester, "--tfperf-update").assert_outcomes(passed=2)

@@ -104,6 +104,17 @@ def test_partner_rounds_go_abba_around_ours() -> None:
     assert run.finish(True) == measurement()
 
 
+def test_a_confirmation_reads_every_variant_and_an_old_partner_sends_one() -> None:
+    other = Measurement(test_id="t.py::test_a[b]", mode="call", timings=Timings((900, 950), (2,), 1.0, first_call_ns=4000))
+    both = [measurement_to_dict(measurement()), measurement_to_dict(other)]
+    channel = ScriptedChannel([{"op": "done", "index": 0}, {"op": "result", "measurement": both[0], "measurements": both}])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    run.measure_alone(1)
+    assert run.finish_all(True) == [measurement(), other]
+    old = ScriptedChannel([{"op": "result", "measurement": both[0]}])  # a partner without "measurements"
+    assert PairedRun(FakePartner(), old, "t.py::test_a").finish_all(True) == [measurement()]  # type: ignore[arg-type]
+
+
 def test_a_partner_that_fails_mid_run_drops_the_pairing_with_its_reason() -> None:
     channel = ScriptedChannel([{"op": "done", "index": 0}, {"op": "failed", "text": "call: ZeroDivisionError"}])
     run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
@@ -160,7 +171,7 @@ def test_the_partner_server_answers_missing_failed_and_result() -> None:
         for r in range(server.request.rounds):
             server.pace("before", r)
             server.pace("after", r)
-        server.send_result(measurement())
+        server.send_result([measurement()])
 
     server.serve([FakeItem("t.py::broken"), FakeItem("t.py::good")], run_item)  # type: ignore[arg-type]
     ops = [m["op"] for m in channel.sent]
