@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/stored_gate_simulation.py [--sd 0.013] [--trials 20000]
 
-Each trial: a baseline of 5 runs, a run and a fresh-process confirmation, every run's throughput
+Each trial: a baseline of ``DEFAULT_RUNS`` runs (7, as ``--tfperf-update`` measures), a run and a fresh-process confirmation, every run's throughput
 drawn log-normally with the given spread (1.3%: six processes of a GPU step on an NVIDIA H200 agreed
 that closely, ../shared/research/gpu-h200.md). Prints the share judged regressed for unchanged code
 and for slowdowns of 5%, 10% and 20%. tests/unit/test_stored_rule.py asserts the 10% and A/A rates.
@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_tfperf.compare import Status, Tolerances, judge  # noqa: E402
+from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
 from pytest_tfperf.model import Measurement, Timings  # noqa: E402
 from pytest_tfperf.runs import REFRESH, BaselineRuns, RunSummary  # noqa: E402
 
@@ -29,12 +30,12 @@ def _measurement(throughput: float) -> Measurement:
                        traces_steady=0, environment_id="env")
 
 
-def regressed_share(sd: float, slowdown: float, trials: int, seed: int) -> float:
+def regressed_share(sd: float, slowdown: float, trials: int, seed: int, runs_n: int = DEFAULT_RUNS) -> float:
     rng = random.Random(seed)
     hits = 0
     for _ in range(trials):
         runs = BaselineRuns(tuple(RunSummary(f"r{i}", "", REFRESH, 1000.0 * math.exp(rng.gauss(0.0, sd)))
-                                  for i in range(5)))
+                                  for i in range(runs_n)))
         cur, again = (1000.0 * (1.0 - slowdown) * math.exp(rng.gauss(0.0, sd)) for _ in range(2))
         first = judge(_measurement(cur), _measurement(1000.0), Tolerances(), runs=runs)
         if first.needs_confirmation:
@@ -48,11 +49,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sd", type=float, default=0.013)
     parser.add_argument("--trials", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="baseline runs")
     args = parser.parse_args()
     for slowdown in (0.0, 0.05, 0.10, 0.20):
-        share = regressed_share(args.sd, slowdown, args.trials, seed=int(slowdown * 100) + 1)
+        share = regressed_share(args.sd, slowdown, args.trials, seed=int(slowdown * 100) + 1, runs_n=args.runs)
         label = "unchanged (false alarms)" if slowdown == 0 else f"{slowdown:.0%} slower (caught)"
-        print(f"run-to-run spread {args.sd:.1%}, {args.trials} trials, {label}: {share:.2%}")
+        print(f"run-to-run spread {args.sd:.1%}, {args.runs} baseline runs, {args.trials} trials, {label}: "
+              f"{share:.2%}")
     return 0
 
 

@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from pytest_tfperf.compare import Tolerances, judge
+from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, Timings
 from pytest_tfperf.runs import RECORD, REFRESH, BaselineRuns, summarize  # noqa: E402
 from pytest_tfperf.serialization import (
@@ -56,7 +57,7 @@ from pytest_tfperf.serialization import (
 from pytest_tfperf.stats import wilson_interval
 from pytest_tfperf.stored_rule import log_spread, machine_spread
 
-BASELINE_RUNS = 5  # what --tfperf-update records by default
+BASELINE_RUNS = DEFAULT_RUNS  # what --tfperf-update records by default (--baseline-runs to vary it)
 RESULTS = HERE / "results"
 PREFIX = "test_suite.py::"
 CHANGED = {  # variant -> (the unchanged test it is judged against, nominal slowdown label)
@@ -248,8 +249,9 @@ def markdown(s: dict[str, Any]) -> str:
         "# Stored-baseline gate: validation through real pytest --tfperf processes",
         "",
         "Reproduce: see the docstring of `benchmarks/stored_gate_study.py` (collect, then judge).",
+        f"Data: `benchmarks/results/{s['data']}`.",
         (f"{s['processes_collected']} processes collected, {s['processes_judged']} judged (each against a baseline "
-         f"of the {BASELINE_RUNS} processes before it, confirmed by the process after it"
+         f"of the {s['baseline_runs']} processes before it, confirmed by the process after it"
          + (f"; the {s['history_runs']} processes before the baseline count as recorded runs" if s.get("history_runs")
             else "; no recorded history") + ")."),
         "",
@@ -286,8 +288,12 @@ def main() -> int:
     parser.add_argument("--name", default="stored_gate")
     parser.add_argument("--history", type=int, default=0,
                         help="also count the N processes before each baseline as recorded runs (--tfperf-record)")
+    parser.add_argument("--baseline-runs", type=int, default=BASELINE_RUNS,
+                        help=f"processes in each baseline (default {BASELINE_RUNS}, as --tfperf-update)")
+    parser.add_argument("--data", default="stored_gate_runs.json",
+                        help="the compact file of the collected processes, in benchmarks/results/")
     args = parser.parse_args()
-    summary_path = RESULTS / "stored_gate_runs.json"  # the collected processes; --name names the verdicts
+    summary_path = RESULTS / args.data  # the collected processes; --name names the verdicts
     if args.from_summary:
         summary = json.loads(summary_path.read_text())
     elif args.runs is not None:
@@ -295,9 +301,12 @@ def main() -> int:
         summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     else:
         parser.error("give --runs DIR or --from-summary")
+    summary["baseline_runs"] = args.baseline_runs
     rows = judge_all(summary, args.history)
     result = summarise(rows, summary)
     result["history_runs"] = args.history
+    result["baseline_runs"] = args.baseline_runs
+    result["data"] = args.data
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"summary": result, "verdicts": rows}, indent=1,
                                                           sort_keys=True, default=str) + "\n")
     text = markdown(result)

@@ -51,6 +51,15 @@ run falls outside the interval in which a new process's figure is expected:
   judges no throughput change rather than guess. A version-1 baseline file
   has one run.
 
+How many runs
+-------------
+A refresh measures ``DEFAULT_RUNS`` = 7 processes. Fewer runs mean fewer degrees of freedom: a wider
+``t`` (3.75 at 4, 3.14 at 6) and a spread estimate that more often happens to come out small. On the
+2-core validation VM, the same 52 processes judged with 5-run baselines gave 1 false alarm in 1,150
+A/A verdicts, a median stated limit of 4.1x and 2x caught 13 of 46; with 7-run baselines, 0 in 1,100,
+3.3x and 23 of 44 (``benchmarks/stored_gate_study.py --baseline-runs``). A refresh takes ``runs`` times
+one run; a CI run that does not regress costs the same whatever ``runs`` is.
+
 Memory uses the same bound on bytes (peaks are not multiplicative): the band
 is the largest of the configured tolerance (2% / 1 MiB for the TF allocator,
 10% / 16 MiB for RSS and NVML), 1.5 times the round-to-round spread, and the
@@ -66,7 +75,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_tfperf import stats
-from pytest_tfperf.config import DEFAULT_RUNS  # noqa: F401 - what --tfperf-update measures: t(0.99, 4) = 3.75
+from pytest_tfperf.config import DEFAULT_RUNS  # noqa: F401 - what --tfperf-update measures: t(0.99, 6) = 3.14
 
 MIN_RUNS = 3  # runs (or degrees of freedom + 1) below which no spread is estimated
 HISTORY_WINDOW = 30  # newest recorded runs used for the spread

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_tfperf import stats, stored_rule
 from pytest_tfperf.compare import Status, Tolerances, judge
+from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 from pytest_tfperf.runs import RECORD, REFRESH, BaselineRuns, RunSummary
 
@@ -135,11 +136,12 @@ def test_memory_floor_still_catches_ten_percent_of_a_steady_workload() -> None:
 
 
 def _simulate(run_sd: float, slowdown: float, trials: int, seed: int) -> float:
-    """Share of trials judged regressed by the shipped rule: 5 baseline runs, a run, a fresh confirmation."""
+    """Share of trials judged regressed by the shipped rule: the default number of baseline runs, a run, a
+    fresh confirmation."""
     rng = random.Random(seed)
     hits = 0
     for _ in range(trials):
-        base_runs = runs([1000.0 * math.exp(rng.gauss(0.0, run_sd)) for _ in range(5)])
+        base_runs = runs([1000.0 * math.exp(rng.gauss(0.0, run_sd)) for _ in range(DEFAULT_RUNS)])
         cur = [1000.0 * (1.0 - slowdown) * math.exp(rng.gauss(0.0, run_sd)) for _ in range(2)]
         first = judge(measurement(cur[0]), measurement(1000.0), Tolerances(), runs=base_runs)
         if first.needs_confirmation:
