@@ -2,10 +2,14 @@
 
 Two steps:
 
-1. Collect (about 2 minutes a process on one core of the 2-core VM; the last study ran 48):
+1. Collect. The two committed collections:
 
+       # design data (52 processes, one at a time, pinned to one core while other jobs used the other)
        TF_CPU_ALLOCATOR_USE_BFC=true taskset -c 0 .venv/bin/python benchmarks/stored_gate/collect.py \\
-           --processes 48 --out /tmp/stored-gate-runs
+           --processes 52 --streams 1 --out /tmp/stored-gate-runs
+       # held-out data (50 processes, two at a time sharing both cores: about 1 minute a process)
+       TF_CPU_ALLOCATOR_USE_BFC=true .venv/bin/python benchmarks/stored_gate/collect.py \\
+           --processes 50 --streams 2 --out /tmp/stored-gate-heldout
 
    Each process is ``pytest --tfperf --tfperf-json=...`` over ``benchmarks/stored_gate/suite.py``
    with the plugin's defaults (2 s of measurement in 5 rounds per test): 25 unchanged tests of real
@@ -16,10 +20,13 @@ Two steps:
 2. Judge (seconds):
 
        .venv/bin/python benchmarks/stored_gate_study.py --runs /tmp/stored-gate-runs
+       .venv/bin/python benchmarks/stored_gate_study.py --runs /tmp/stored-gate-heldout \\
+           --data stored_gate_runs_heldout.json --name stored_gate_heldout
 
-   writes ``benchmarks/results/stored_gate_runs.json`` (the figures of every process, compact: what
-   the gate reads) and, from it, ``benchmarks/results/stored_gate.json`` and ``.md``. With
-   ``--from-summary`` it judges the committed compact file again, without the raw runs.
+   writes the compact figures of every process (what the gate reads) to ``benchmarks/results/`` under
+   ``--data`` and the verdicts to ``--name``.json and .md. With ``--from-summary`` it judges a committed
+   compact file again, without the raw runs; ``--history 5`` counts the 5 processes before each
+   baseline as recorded runs, ``--baseline-runs N`` varies the refresh's run count.
 
 How a verdict is made: process ``p``'s run of a test is judged by the plugin's own ``compare.judge``
 against a baseline of the ``BASELINE_RUNS`` processes before it (a refresh measured just before,
@@ -218,6 +225,10 @@ def summarise(rows: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str, 
         hits = [r for r in rows if r["kind"] == label]
         out[f"caught_{label}"] = _rate(sum(r["throughput"] == "regressed" for r in hits), len(hits))
         out[f"limits_{label}"] = _quantiles([r["limit"] for r in hits])
+    # The promise each verdict makes: a change at least as large as its stated limit is caught (95% power).
+    changed = [r for r in rows if r["kind"] in ("3x", "2x", "-35%", "-20%", "-10%")
+               and r["limit"] is not None and math.isfinite(r["limit"]) and -r["change"] >= r["limit"]]
+    out["caught_beyond_stated_limit"] = _rate(sum(r["throughput"] == "regressed" for r in changed), len(changed))
     keras = [r for r in aa if any(k in r["test"] for k in KERAS)]
     mem_verdicts = [(r, metric, status) for r in keras for metric, status in r["memory"].items()]
     out["aa_memory_keras"] = _rate(sum(status == "regressed" for _, _, status in mem_verdicts), len(mem_verdicts))
@@ -265,6 +276,8 @@ def markdown(s: dict[str, Any]) -> str:
         f"| -35% caught (realised {_pct(real.get('test_work[x1.54]', math.nan))}) | {rate(s['caught_-35%'])} |",
         f"| -20% caught (realised {_pct(real.get('test_work[x1.25]', math.nan))}) | {rate(s['caught_-20%'])} |",
         f"| -10% caught (realised {_pct(real.get('test_work[x1.11]', math.nan))}) | {rate(s['caught_-10%'])} |",
+        f"| slowdowns at least as large as the limit their verdict stated, caught | "
+        f"{rate(s['caught_beyond_stated_limit'])} |",
         f"| A/A memory verdicts of Keras models, false alarms | {rate(s['aa_memory_keras'])} |",
         f"| A/A memory verdicts of all tests, false alarms | {rate(s['aa_memory_all'])} |",
         f"| +10% TF-allocator memory caught | {rate(s['caught_memory_plus10_tf_allocator'])} |",

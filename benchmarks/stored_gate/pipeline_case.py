@@ -6,7 +6,7 @@ A Keras image pipeline as users write it: JPEG decode, random crop and flip, bat
 MobileNetV2 (64 px, weights=None) through ``tfperf.iterate(ds, step=model.train_on_batch)``, tuned with
 ``map(num_parallel_calls=AUTOTUNE)`` and ``prefetch(AUTOTUNE)``. In a scratch directory:
 
-1. ``pytest --tfperf --tfperf-update`` (the default 5 runs, each in its own process);
+1. ``pytest --tfperf --tfperf-update`` (the default 7 runs, each in its own process);
 2. ``--aa`` runs of ``pytest --tfperf`` on the unchanged pipeline: each must pass;
 3. ``--tries`` runs with the pipeline made sequential and unprefetched (``TFPERF_PIPELINE=sequential``):
    each either fails exactly its test, or passes with a verdict whose stated detection limit is wider
@@ -31,6 +31,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = Path(os.environ.get("TFPERF_CODE", HERE.parent.parent))
 RESULTS = HERE.parent / "results"
+sys.path.insert(0, str(REPO))
+from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402 - the runs the refresh below measures
 
 TEST = '''
 import os
@@ -130,7 +132,7 @@ def report(record: dict) -> str:
     lines = [
         "# The real-pipeline case, end to end (`benchmarks/stored_gate/pipeline_case.py`)",
         "",
-        f"- refresh (`pytest --tfperf --tfperf-update`, 5 runs): exit {record['refresh']['returncode']}, "
+        f"- refresh (`pytest --tfperf --tfperf-update`, {DEFAULT_RUNS} runs): exit {record['refresh']['returncode']}, "
         f"{record['refresh']['seconds']:.0f} s",
         f"- A/A runs of the unchanged pipeline passing: {aa_pass} of {len(record['aa'])}",
         f"- sequential, unprefetched pipeline: failed exactly its test {exact} of {len(record['sequential'])}; "

@@ -105,9 +105,11 @@ def test_partner_rounds_go_abba_around_ours() -> None:
 
 
 def test_a_confirmation_reads_every_variant_and_an_old_partner_sends_one() -> None:
-    other = Measurement(test_id="t.py::test_a[b]", mode="call", timings=Timings((900, 950), (2,), 1.0, first_call_ns=4000))
+    other = Measurement(test_id="t.py::test_a[b]", mode="call",
+                        timings=Timings((900, 950), (2,), 1.0, first_call_ns=4000))
     both = [measurement_to_dict(measurement()), measurement_to_dict(other)]
-    channel = ScriptedChannel([{"op": "done", "index": 0}, {"op": "result", "measurement": both[0], "measurements": both}])
+    channel = ScriptedChannel([{"op": "done", "index": 0},
+                               {"op": "result", "measurement": both[0], "measurements": both}])
     run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
     run.measure_alone(1)
     assert run.finish_all(True) == [measurement(), other]
