@@ -5,8 +5,9 @@
 #
 # Needs PyTorch with CUDA (no TensorFlow: the plugin measures any Python callable). The plugin loads from
 # this source tree through PYTEST_PLUGINS, so the refresh's extra processes and the confirmation process
-# load it too. Steps: a refresh (pytest --tfperf --tfperf-update: 5 runs, each in its own process) of a
-# bf16 matmul step; 3 A/A runs; 3 runs with 10% more work per item (GPUCHECK_REPS=22 against 20).
+# load it too. Steps: a refresh (pytest --tfperf --tfperf-update: the default 7 runs, each in its own
+# process; the default was 5 when it ran on the H200 in benchmarks/results/gpu-h200) of a bf16 matmul
+# step; 3 A/A runs; 3 runs with 10% more work per item (GPUCHECK_REPS=22 against 20).
 # Writes $OUT/gpu_stored_gate.txt (each run's verdict lines) and the --tfperf-json of the last runs.
 set -u
 cd "$(dirname "$0")/.."
