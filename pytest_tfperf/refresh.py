@@ -12,12 +12,15 @@ the cores.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +88,7 @@ def run_extra_processes(count: int, args: Sequence[str], cwd: Path, *, python: s
     found: dict[str, list[Measurement]] = {}
     failures: list[str] = []
     command_args = child_arguments(args, positional, node_ids)
-    with tempfile.TemporaryDirectory(prefix="tfperf-refresh-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="tfperf-refresh-") as scratch, _sigterm_stops_the_child():
         for index in range(count):
             results = Path(scratch) / f"run-{index + 2}.json"
             log = Path(scratch) / f"run-{index + 2}.log"
@@ -113,6 +116,25 @@ def run_extra_processes(count: int, args: Sequence[str], cwd: Path, *, python: s
                 if measurement.timings.iterations > 1:
                     found.setdefault(measurement.test_id, []).append(measurement)
     return RefreshRuns(found, count, tuple(failures), time.monotonic() - start)
+
+
+@contextlib.contextmanager
+def _sigterm_stops_the_child() -> Iterator[None]:
+    """SIGTERM (a cancelled CI job, ``kill``) ends this process without unwinding, which would leave the
+    running extra process to measure on alone; raised as SystemExit instead, it makes ``subprocess.run``
+    kill the child on its way out. Ctrl-C needs nothing: it reaches the whole process group."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _tail(path: Path) -> list[str]:
