@@ -156,11 +156,11 @@ def machine_spread(spreads: Sequence[float], *, quantile: float = MACHINE_QUANTI
     between-process spreads of every test with enough runs in this environment (0 with fewer than
     ``MIN_TESTS_FOR_MACHINE`` of them).
 
-    Five runs estimate one test's spread poorly (4 degrees of freedom): five processes that happen
-    to agree give a bound a fraction of the width the next slow process needs, and on the 2-core
-    validation VM that was most of the false alarms (``benchmarks/results/stored_gate.md``). What
-    moves a process moves every test in it, so the suite's spreads say more about the machine than
-    one test's five runs do.
+    A handful of runs estimates one test's spread poorly (7 runs: 6 degrees of freedom): processes
+    that happen to agree give a bound a fraction of the width the next slow process needs, and on
+    the 2-core validation VM that was most of the false alarms before this floor (then with 5-run
+    baselines). What moves a process moves every test in it, so the suite's spreads say more about
+    the machine than one test's few runs do.
     """
     finite = sorted(v for v in spreads if math.isfinite(v))
     if len(finite) < MIN_TESTS_FOR_MACHINE:
