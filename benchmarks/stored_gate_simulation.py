@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/stored_gate_simulation.py [--sd 0.013] [--trials 20000]
 
-Each trial: a baseline of ``DEFAULT_RUNS`` runs (7, as ``--tfperf-update`` measures), a run and a fresh-process confirmation, every run's throughput
-drawn log-normally with the given spread (1.3%: six processes of a GPU step on an NVIDIA H200 agreed
-that closely, ../shared/research/gpu-h200.md). Prints the share judged regressed for unchanged code
-and for slowdowns of 5%, 10% and 20%. tests/unit/test_stored_rule.py asserts the 10% and A/A rates.
+Each trial: a baseline of ``DEFAULT_RUNS`` runs (7, as ``--tfperf-update`` measures), a run and a
+fresh-process confirmation, every run's throughput drawn log-normally with the given spread (1.3%: six
+processes of a GPU step on an NVIDIA H200 agreed that closely, ../shared/research/gpu-h200.md). Prints
+the share judged regressed for unchanged code and for slowdowns of 5%, 10% and 20%.
+tests/unit/test_stored_rule.py asserts the 10% and A/A rates.
 """
 
 from __future__ import annotations

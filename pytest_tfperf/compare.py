@@ -96,6 +96,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_tfperf import stats, stored_rule
+from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.runs import BaselineRuns, summarize
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
 from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is where callers find the verdict types
@@ -350,7 +351,7 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
                    f"the baseline has {behind} of this environment, and the gate needs at least "
                    f"{stored_rule.MIN_RUNS} runs, each in its own process, to learn how far this machine's speed "
                    f"moves between processes (one process cannot tell a slow process from a slowdown); refresh "
-                   f"it with `pytest --tfperf --tfperf-update` (it measures {stored_rule.DEFAULT_RUNS} runs) or "
+                   f"it with `pytest --tfperf --tfperf-update` (it measures {DEFAULT_RUNS} runs) or "
                    "record runs on the main branch with --tfperf-record")
         return MetricVerdict(**common, ci_low=None, ci_high=None, status=Status.NOISY,  # type: ignore[arg-type]
                              minimum_detectable_change=math.inf, message=message)

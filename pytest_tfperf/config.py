@@ -18,7 +18,7 @@ PARTNER_ENV = "TFPERF_PARTNER_FDS"
 # Set in the extra processes of a refresh (see ``refresh``): where that process writes its results, and
 # that it only measures (no baselines, no history, no gate).
 RUN_CHILD_ENV = "TFPERF_REFRESH_RESULTS"
-DEFAULT_RUNS = 7  # processes a refresh measures each test in (why 7: stored_rule, "How many runs")
+DEFAULT_RUNS = 7  # processes a refresh measures each test in (why 7: stored_rule's "How many runs")
 
 
 def positive_float(text: str) -> float:

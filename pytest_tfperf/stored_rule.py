@@ -77,7 +77,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_tfperf import stats
-from pytest_tfperf.config import DEFAULT_RUNS  # noqa: F401 - what --tfperf-update measures: t(0.99, 6) = 3.14
 
 MIN_RUNS = 3  # runs (or degrees of freedom + 1) below which no spread is estimated
 HISTORY_WINDOW = 30  # newest recorded runs used for the spread
