@@ -8,7 +8,7 @@ shaped like it: 5 rounds, TF allocator and RSS peaks, 12 comparisons), a
 baseline for every test and a history of 50 runs per test (each run's figures
 the measured ones times log-normal noise of 3%, a 25% slowdown from run 30 on
 for every fifth test, the baseline refreshed at run 40). It then times the
-real command, ``python -m pytest_tfperf.report_cli``, in fresh processes
+real command, ``python -m pytest_tfperf.cli.report``, in fresh processes
 (interpreter, imports, reading, drawing and writing), and writes the wall and
 CPU times and the page's size to ``benchmarks/results/html_report.json``.
 """
@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_tfperf.baseline_store import BaselineStore
-from pytest_tfperf.history import COLUMNS, HISTORY_FILE_NAME, history_rows
+from pytest_tfperf.storage.baseline_store import BaselineStore
+from pytest_tfperf.storage.history import COLUMNS, HISTORY_FILE_NAME, history_rows
 from pytest_tfperf.model import (
     Environment,
     Measurement,
@@ -41,7 +41,7 @@ from pytest_tfperf.model import (
     MemorySource,
     Timings,
 )
-from pytest_tfperf.results_json import load_results, write_results
+from pytest_tfperf.storage.results_json import load_results, write_results
 
 RUNS = 50
 SLOW_FROM = 30
@@ -116,7 +116,7 @@ def main() -> int:
                                       recorded_at=START + timedelta(days=REFRESH_AT, seconds=20))
         write_history(baselines, measurements, environment, rng)
         page = work / "report.html"
-        command = [sys.executable, "-m", "pytest_tfperf.report_cli", str(results), "--baseline-dir",
+        command = [sys.executable, "-m", "pytest_tfperf.cli.report", str(results), "--baseline-dir",
                    str(baselines), "-o", str(page)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         walls, cpus = [], []
@@ -132,7 +132,7 @@ def main() -> int:
         if args.keep:
             args.keep.write_text(text, encoding="utf-8")
         report = {
-            "command": " ".join(["python", "-m", "pytest_tfperf.report_cli", "RESULTS", "--baseline-dir", "DIR",
+            "command": " ".join(["python", "-m", "pytest_tfperf.cli.report", "RESULTS", "--baseline-dir", "DIR",
                                  "-o", "report.html"]),
             "input": str(args.results) if args.results else "synthetic catalog",
             "tests": len(measurements), "history_runs_per_test": RUNS,

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf import runner
+from pytest_tfperf.measuring import runner
 
 HERE = Path(__file__).resolve().parent
 N = 2_000_000
@@ -108,7 +108,8 @@ def plugin_load_time(reps: int = 9) -> dict[str, float]:
 # One measurement with the default settings (2 s, 5 rounds), as `tfperf(fn)` runs it.
 RSS_RISE_CHILD = """
 import json, sys
-from pytest_tfperf import memory_probes, runner
+from pytest_tfperf.probes import memory_probes
+from pytest_tfperf.measuring import runner
 workloads = {"noop": lambda: None, "sum_range_1000": lambda: sum(range(1000))}
 probe = memory_probes.HwmRssProbe()
 if probe.unavailable:

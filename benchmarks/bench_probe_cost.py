@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf import memory_probes as mp
-from pytest_tfperf import nvml
-from pytest_tfperf.environment import collect_environment
+from pytest_tfperf.probes import memory_probes as mp
+from pytest_tfperf.probes import nvml
+from pytest_tfperf.probes.environment import collect_environment
 
 HERE = Path(__file__).resolve().parent
 ROUND_S = 0.4  # default measured phase ~2 s in 5 rounds
@@ -123,7 +123,7 @@ def sampler_cost(name: str, tick: Callable[[], None], interval_s: float, window_
 def environment_cost(reps: int) -> dict[str, float]:
     code = (
         "import time; t0 = time.perf_counter();"
-        "from pytest_tfperf.environment import collect_environment; t1 = time.perf_counter();"
+        "from pytest_tfperf.probes.environment import collect_environment; t1 = time.perf_counter();"
         "collect_environment(); t2 = time.perf_counter(); collect_environment(); t3 = time.perf_counter();"
         "print((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3)"
     )

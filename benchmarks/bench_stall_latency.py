@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_tfperf import runner
-from pytest_tfperf.watchdog import StallError, StallPolicy
+from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.watchdog import StallError, StallPolicy
 
 HERE = Path(__file__).resolve().parent
 REPS = 5

@@ -56,7 +56,7 @@ def machine_line(json_path: Path) -> str:
     if not json_path.exists():
         return ""
     try:
-        from pytest_tfperf.results_json import load_results
+        from pytest_tfperf.storage.results_json import load_results
 
         hard = load_results(json_path).environment.hard_dict()
     except Exception as exc:  # noqa: BLE001 - the table is still worth printing without the machine

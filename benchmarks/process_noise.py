@@ -95,7 +95,7 @@ def sequential(n: int, seconds: float) -> list[dict[str, float]]:
 
 
 def turns(n_pairs: int, rounds: int) -> list[dict[str, float]]:
-    from pytest_tfperf.compare import _signed_rank_null_counts, _signed_rank_p
+    from pytest_tfperf.gates.rounds import _signed_rank_null_counts, _signed_rank_p
 
     out = []
     for i in range(n_pairs):

@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_tfperf.compare import Status, Tolerances, judge  # noqa: E402
+from pytest_tfperf.gates.rounds import Status, Tolerances, judge  # noqa: E402
 from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
 from pytest_tfperf.model import Measurement, Timings  # noqa: E402
-from pytest_tfperf.runs import REFRESH, BaselineRuns, RunSummary  # noqa: E402
+from pytest_tfperf.storage.runs import REFRESH, BaselineRuns, RunSummary  # noqa: E402
 
 
 def _measurement(throughput: float) -> Measurement:

@@ -52,17 +52,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pytest_tfperf.compare import Tolerances, judge
+from pytest_tfperf.gates.rounds import Tolerances, judge
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.runs import RECORD, REFRESH, BaselineRuns, summarize  # noqa: E402
-from pytest_tfperf.serialization import (
+from pytest_tfperf.storage.runs import RECORD, REFRESH, BaselineRuns, summarize  # noqa: E402
+from pytest_tfperf.storage.serialization import (
     Field,
     memory_peak_from_dict,
     memory_peak_to_dict,
 )
 from pytest_tfperf.stats import wilson_interval
-from pytest_tfperf.stored_rule import log_spread, machine_spread
+from pytest_tfperf.gates.stored_rule import log_spread, machine_spread
 
 BASELINE_RUNS = DEFAULT_RUNS  # what --tfperf-update records by default (--baseline-runs to vary it)
 RESULTS = HERE / "results"
@@ -109,7 +109,7 @@ def rebuild(test_id: str, figures: dict[str, Any]) -> Measurement:
 
 
 def collect_summary(runs_dir: Path) -> dict[str, Any]:
-    from pytest_tfperf.results_json import load_results
+    from pytest_tfperf.storage.results_json import load_results
 
     records = [json.loads(line) for line in (runs_dir / "processes.jsonl").read_text().splitlines() if line]
     records.sort(key=lambda r: r["start"])
@@ -245,7 +245,7 @@ def _pct(x: float) -> str:
 
 
 def _limit(x: float) -> str:
-    from pytest_tfperf.verdict import slowdown_text
+    from pytest_tfperf.gates.verdict import slowdown_text
 
     return "n/a" if x is None else slowdown_text(x)
 

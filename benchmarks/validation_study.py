@@ -72,7 +72,7 @@ sys.path.insert(0, str(REPO))
 
 from pytest_tfperf import stats  # noqa: E402
 from pytest_tfperf.catalog.machine_load import own_cpu_s, system_busy_s  # noqa: E402
-from pytest_tfperf.compare import Tolerances  # noqa: E402
+from pytest_tfperf.gates.rounds import Tolerances  # noqa: E402
 
 MODULE_NAME = "test_gate_workload"
 INJECT_ENV = "TFPERF_VALIDATION_INJECT"  # "none", "slow:ROWS" (chain) or "mem:ROWS" (embedding bag)
@@ -341,7 +341,7 @@ class SessionRun:
 
 def run_session(work: Path, plan: Plan, timeline: CpuTimeline, *, targets: Sequence[str], json_name: str,
                 env: Mapping[str, str], update: bool = False) -> SessionRun:
-    from pytest_tfperf.results_json import load_results
+    from pytest_tfperf.storage.results_json import load_results
 
     json_path = work / "results" / json_name
     times_path = work / "results" / (json_name + ".times")
@@ -413,8 +413,8 @@ def _node(test_id: str) -> str:
 def verdict_rows(doc: Any, plan: Plan, kind: SessionKind, session: int) -> list[dict[str, Any]]:
     rows = []
     if kind.name == "paired":
-        from pytest_tfperf.compare import judge_paired
-        from pytest_tfperf.serialization import to_json_value
+        from pytest_tfperf.gates.rounds import judge_paired
+        from pytest_tfperf.storage.serialization import to_json_value
 
         by_test: dict[str, dict[str, Any]] = {}
         for m in doc.measurements:

@@ -25,8 +25,8 @@ from pytest_tfperf.config import (
 )
 
 if TYPE_CHECKING:
-    from pytest_tfperf.fixture import TfPerf
-    from pytest_tfperf.session import TfPerfSession
+    from pytest_tfperf.session.fixture import TfPerf
+    from pytest_tfperf.session.session import TfPerfSession
 
 # The measuring modules (fixture, session, runner) are imported on first use:
 # pytest --help and sessions without tfperf tests never pay for them.
@@ -120,7 +120,7 @@ def _plotting_installed() -> bool:
 
 def _check_against(against: str, config: pytest.Config) -> None:
     # A mistyped revision must stop the run before anything is measured, not fall back silently.
-    from pytest_tfperf.partner import PartnerError, resolve_against
+    from pytest_tfperf.session.partner import PartnerError, resolve_against
 
     try:
         resolve_against(against, config.invocation_params.dir)
@@ -135,7 +135,7 @@ def _session(config: pytest.Config) -> TfPerfSession:
     """The session's measurement state, created when the first tfperf test runs."""
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
-        from pytest_tfperf.session import TfPerfSession
+        from pytest_tfperf.session.session import TfPerfSession
 
         session = TfPerfSession(config.stash[CONFIG_KEY], str(config.rootpath))
         session.partner_server = config.stash.get(PARTNER_SERVER_KEY, None)
@@ -158,7 +158,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     # A partner session runs tests when the session that started it asks, not in collection order.
     if PARTNER_ENV not in os.environ or not session.config.stash[CONFIG_KEY].measure:
         return None
-    from pytest_tfperf.partner import PartnerServer
+    from pytest_tfperf.session.partner import PartnerServer
 
     server = PartnerServer.from_environment()
     # Consumed: a pytest that a test starts in turn (pytester, say) is nobody's partner.
@@ -254,8 +254,8 @@ def tfperf(request: pytest.FixtureRequest) -> TfPerf:
         problem = None
     if problem is not None:  # failed outside the except block, or pytest prints the message twice
         pytest.fail(problem, pytrace=False)
-    from pytest_tfperf.baseline_store import stable_test_key
-    from pytest_tfperf.fixture import TfPerf
+    from pytest_tfperf.storage.baseline_store import stable_test_key
+    from pytest_tfperf.session.fixture import TfPerf
 
     _look_for_tensorflow(request.config)
     session = _session(request.config)
@@ -264,7 +264,7 @@ def tfperf(request: pytest.FixtureRequest) -> TfPerf:
 
 def _look_for_tensorflow(config: pytest.Config) -> None:
     if TENSORFLOW_PROBLEM_KEY not in config.stash:
-        from pytest_tfperf.environment import tensorflow_problem
+        from pytest_tfperf.probes.environment import tensorflow_problem
 
         config.stash[TENSORFLOW_PROBLEM_KEY] = tensorflow_problem()
 
@@ -289,7 +289,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(line)
     if session.effects:
         # Last, because it is the catalog's answer: how much each fix beats its anti-pattern here.
-        from pytest_tfperf.effect_lines import effect_lines
+        from pytest_tfperf.reports.effect_lines import effect_lines
 
         terminalreporter.write_sep("-", "tfperf catalog: fix vs anti-pattern on this machine")
         for line in effect_lines(session.effects):

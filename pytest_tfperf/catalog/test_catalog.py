@@ -234,7 +234,7 @@ def test_numerical_instability_nan_fails_at_its_iteration(catalog_size: CatalogS
         LossWatch,
         training_step,
     )
-    from pytest_tfperf.numerics import NonFiniteError, check_finite
+    from pytest_tfperf.diagnoses.numerics import NonFiniteError, check_finite
 
     watch = LossWatch(training_step(EXCESSIVE_LEARNING_RATE, None, batch=64))
     with pytest.raises(NonFiniteError) as failure:

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from pytest_tfperf.baseline_store import KeyDifference, key_differences
-from pytest_tfperf.compare import Status, Tolerances, Verdict, judge_rounds
+from pytest_tfperf.storage.baseline_store import KeyDifference, key_differences
+from pytest_tfperf.gates.rounds import Status, Tolerances, Verdict, judge_rounds
 from pytest_tfperf.model import Environment
-from pytest_tfperf.results_json import ResultsDocument
-from pytest_tfperf.serialization import StorageError
-from pytest_tfperf.shards import ShardedResults, ShardError, load_shards
+from pytest_tfperf.storage.results_json import ResultsDocument
+from pytest_tfperf.storage.serialization import StorageError
+from pytest_tfperf.reports.shards import ShardedResults, ShardError, load_shards
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf import nvml
+from pytest_tfperf.probes import nvml
 
 GIB = 2**30
 MIB = 2**20
@@ -253,7 +253,7 @@ import time
 
 import pytest
 
-from pytest_tfperf.gpu_check import load_ops
+from pytest_tfperf.cli.gpu_check import load_ops
 
 ops = load_ops(os.environ.get("{ops_env}", ""))
 GIB = 2**30
@@ -518,7 +518,7 @@ def _guarded(name: str, needs: str, body: Callable[[], Check]) -> Check:
 
 
 def _tf_allocator(tf: Any) -> Check:
-    from pytest_tfperf.memory_probes import TfAllocatorProbe
+    from pytest_tfperf.probes.memory_probes import TfAllocatorProbe
 
     name, needs, nbytes = "TF allocator reads a 256 MiB tensor on GPU:0", "TensorFlow (CUDA)", 256 * MIB
     probe = TfAllocatorProbe("GPU:0", tf_module=tf)
@@ -693,8 +693,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(ran)} check(s) ran, {len(failed)} failed, {len(checks) - len(ran) - 1} not run "
           f"({time.monotonic() - started:.0f} s)" if facts.get("gpu") else "nothing to check without a GPU")
     if args.json:
-        from pytest_tfperf.atomic_files import atomic_write_text
-        from pytest_tfperf.serialization import utc_timestamp
+        from pytest_tfperf.storage.atomic_files import atomic_write_text
+        from pytest_tfperf.storage.serialization import utc_timestamp
 
         document = {"schema": SCHEMA, "schema_version": 1, "created_at": utc_timestamp(), "machine": facts,
                     "checks": [c.to_dict() for c in checks], "failed": len(failed)}

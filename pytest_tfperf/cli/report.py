@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pytest_tfperf.baseline_store import BaselineStore
-from pytest_tfperf.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows
+from pytest_tfperf.storage.baseline_store import BaselineStore
+from pytest_tfperf.storage.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows
 from pytest_tfperf.model import Environment
-from pytest_tfperf.report_model import BaselineFigures, Report, build_report
-from pytest_tfperf.results_json import results_from_dict
-from pytest_tfperf.serialization import JsonDict, StorageError, utc_timestamp
-from pytest_tfperf.shards import ShardedResults, ShardError, load_shards, merge_results
+from pytest_tfperf.reports.report_model import BaselineFigures, Report, build_report
+from pytest_tfperf.storage.results_json import results_from_dict
+from pytest_tfperf.storage.serialization import JsonDict, StorageError, utc_timestamp
+from pytest_tfperf.reports.shards import ShardedResults, ShardError, load_shards, merge_results
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -82,7 +82,7 @@ def gather(results: ShardedResults, baseline_dir: str | Path | None, *, title: s
 def write_report(document: JsonDict, baseline_dir: str | Path | None, path: str | Path) -> Path:
     """The page of one run given as its results document (``results_json.results_to_dict``): what
     ``--tfperf-html`` writes, through the same steps as this command."""
-    from pytest_tfperf.html_report import write_html
+    from pytest_tfperf.reports.html_report import write_html
 
     results = merge_results([results_from_dict(document)])
     return write_html(path, gather(results, baseline_dir))
@@ -112,8 +112,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    from pytest_tfperf.html_report import write_html
-    from pytest_tfperf.plots import PlottingUnavailable
+    from pytest_tfperf.reports.html_report import write_html
+    from pytest_tfperf.reports.plots import PlottingUnavailable
 
     try:
         results = load_shards(args.results)

@@ -21,11 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_tfperf import gpu_busy, memory_growth
-from pytest_tfperf.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
+from pytest_tfperf.probes import gpu_busy
+from pytest_tfperf.measuring import memory_growth
+from pytest_tfperf.measuring.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
 from pytest_tfperf.model import Diagnosis, Timings
-from pytest_tfperf.pipeline_shape import PipelineShape
-from pytest_tfperf.runner import RawRun
+from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+from pytest_tfperf.measuring.runner import RawRun
 
 # TensorFlow's profiler (xprof, op_stats_to_input_pipeline_analysis.cc) calls a
 # step HIGHLY input-bound at >= 20% of step time waiting for input and
@@ -389,7 +390,7 @@ class MeasurementFailure:
 
     def verdict_dict(self) -> dict[str, Any]:
         """What the results JSON holds for this test, in place of a gate verdict."""
-        from pytest_tfperf.serialization import diagnosis_to_dict
+        from pytest_tfperf.storage.serialization import diagnosis_to_dict
 
         return {"status": "failed", "kind": self.diagnosis.kind, "summary": self.diagnosis.summary,
                 "diagnoses": [diagnosis_to_dict(self.diagnosis)]}
@@ -398,8 +399,8 @@ class MeasurementFailure:
 def diagnose_failure(exc: BaseException, test_id: str, *, batch_size: int | None = None,
                      items_per_iteration: float | None = None) -> MeasurementFailure | None:
     """Explain a stall, an out-of-memory error or a non-finite value; ``None`` for any other error."""
-    from pytest_tfperf.numerics import NonFiniteError
-    from pytest_tfperf.watchdog import StallError
+    from pytest_tfperf.diagnoses.numerics import NonFiniteError
+    from pytest_tfperf.measuring.watchdog import StallError
 
     if isinstance(exc, StallError):
         d = Diagnosis(kind="stall", severity="failure", summary=exc.summary, figures=(
@@ -592,7 +593,7 @@ def _bytes(value: float) -> str:
 
 def failure_summary_lines(failures: Iterable[MeasurementFailure]) -> list[str]:
     """End-of-session lines: each failed measurement's diagnosis, then threads still stuck after stalls."""
-    from pytest_tfperf.watchdog import abandoned_summary
+    from pytest_tfperf.measuring.watchdog import abandoned_summary
 
     lines = [f"{f.test_id}: FAILED ({f.diagnosis.kind}): {f.diagnosis.summary}" for f in failures]
     return lines + abandoned_summary()

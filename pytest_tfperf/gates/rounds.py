@@ -95,11 +95,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from pytest_tfperf import stats, stored_rule
+from pytest_tfperf import stats
+from pytest_tfperf.gates import stored_rule
 from pytest_tfperf.config import DEFAULT_RUNS
-from pytest_tfperf.runs import BaselineRuns, summarize
+from pytest_tfperf.storage.runs import BaselineRuns, summarize
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is where callers find the verdict types
+from pytest_tfperf.gates.verdict import (  # noqa: F401 - re-exported: compare is where callers find the verdict types
     MIB,
     MetricVerdict,
     Status,
@@ -744,7 +745,7 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
             memory.append(peak)
     # Diagnoses and derived metrics describe a whole measurement: the later one
     # stands for the pair (its figures are the freshest), the earlier fills gaps.
-    from pytest_tfperf import gpu_busy
+    from pytest_tfperf.probes import gpu_busy
 
     later_kinds = {d.kind for d in b.diagnoses}
     later_extras = {name for name, _ in b.extra_metrics}

@@ -18,11 +18,13 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_tfperf import gpu_busy, memory_growth, stats
-from pytest_tfperf.memory_growth import GrowthRecorder, MemoryReader, MemorySeries, chunk_size, readers_for
-from pytest_tfperf.memory_probes import MemoryProbe, collect_peak
+from pytest_tfperf import stats
+from pytest_tfperf.probes import gpu_busy
+from pytest_tfperf.measuring import memory_growth
+from pytest_tfperf.measuring.memory_growth import GrowthRecorder, MemoryReader, MemorySeries, chunk_size, readers_for
+from pytest_tfperf.probes.memory_probes import MemoryProbe, collect_peak
 from pytest_tfperf.model import GpuBusy, Measurement, MemoryPeak, Timings
-from pytest_tfperf.watchdog import StallPolicy, run_watched
+from pytest_tfperf.measuring.watchdog import StallPolicy, run_watched
 
 Clock = Callable[[], int]  # nanoseconds, monotonic
 

@@ -241,7 +241,7 @@ def resource_snapshot() -> list[str]:
         except Exception as exc:  # noqa: BLE001 - TF may itself be wedged
             lines.append(f"  TF allocator: could not be read ({exc!r})")
     if "pynvml" in sys.modules:
-        from pytest_tfperf import nvml
+        from pytest_tfperf.probes import nvml
 
         describe = getattr(nvml, "describe_devices", None)
         if describe is not None:

@@ -33,7 +33,7 @@ import platform
 import sys
 from collections.abc import Iterable
 
-from pytest_tfperf import nvml
+from pytest_tfperf.probes import nvml
 from pytest_tfperf.model import Environment
 
 # Distributions that install the ``tensorflow`` module.

@@ -36,9 +36,9 @@ What each probe sees, and misses:
   while the workload holds the GIL (a Python-bound loop), the thread waits for
   the interpreter's 5 ms switch interval, so it samples less often than asked
   (measured: 30-110 samples/s whatever the interval from 1 to 20 ms).
-* NVML device memory lives in :mod:`pytest_tfperf.nvml`. The probe protocol and the
+* NVML device memory lives in :mod:`pytest_tfperf.probes.nvml`. The probe protocol and the
   parts both modules share (``UnavailableProbe``, ``WindowSampler``) live in
-  :mod:`pytest_tfperf.probe_base`, below both.
+  :mod:`pytest_tfperf.probes.probe_base`, below both.
 
 TensorFlow is imported only by ``TfAllocatorProbe``, and ``default_probes`` only
 builds those when the workload has already imported it: probing never imports
@@ -59,9 +59,9 @@ from typing import Any
 
 from pytest_tfperf.model import MemoryPeak, MemorySource
 # ``X as X``: re-exported, so that code importing these from here keeps working.
-from pytest_tfperf.probe_base import MemoryProbe as MemoryProbe
-from pytest_tfperf.probe_base import UnavailableProbe as UnavailableProbe
-from pytest_tfperf.probe_base import WindowSampler as WindowSampler
+from pytest_tfperf.probes.probe_base import MemoryProbe as MemoryProbe
+from pytest_tfperf.probes.probe_base import UnavailableProbe as UnavailableProbe
+from pytest_tfperf.probes.probe_base import WindowSampler as WindowSampler
 
 # Only used where VmHWM cannot be reset. The product allows memory probing 0.5% of
 # one core. On a busy 2-core VM the sampling thread cost 0.4-0.5% of a core at
@@ -120,13 +120,13 @@ def default_probes(*, tensorflow_loaded: bool) -> list[MemoryProbe]:
     TensorFlow probes only when ``tensorflow_loaded`` (the workload imported it);
     one host RSS probe (exact high-water mark where Linux allows it, else a
     sampler); NVML probes only where an NVIDIA driver is visible (see
-    :func:`pytest_tfperf.nvml.nvml_probes`).
+    :func:`pytest_tfperf.probes.nvml.nvml_probes`).
     """
     probes: list[MemoryProbe] = []
     if tensorflow_loaded:
         probes.extend(tf_allocator_probes())
     probes.append(host_rss_probe())
-    from pytest_tfperf import nvml
+    from pytest_tfperf.probes import nvml
 
     if nvml.nvidia_driver_visible():
         probes.extend(nvml.nvml_probes())

@@ -43,9 +43,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_tfperf.gpu_busy import BusyReading
+from pytest_tfperf.probes.gpu_busy import BusyReading
 from pytest_tfperf.model import MemorySource
-from pytest_tfperf.probe_base import MemoryProbe, UnavailableProbe, WindowSampler
+from pytest_tfperf.probes.probe_base import MemoryProbe, UnavailableProbe, WindowSampler
 
 DEFAULT_NVML_INTERVAL_S = 0.020
 

@@ -1,8 +1,8 @@
 """What every probe is built on: the ``MemoryProbe`` protocol, a probe that cannot measure, a sampling thread.
 
-It sits below :mod:`pytest_tfperf.memory_probes` (host and TensorFlow probes,
+It sits below :mod:`pytest_tfperf.probes.memory_probes` (host and TensorFlow probes,
 and ``default_probes``, which assembles every kind) and
-:mod:`pytest_tfperf.nvml` (GPU probes), so that both build on it without
+:mod:`pytest_tfperf.probes.nvml` (GPU probes), so that both build on it without
 importing each other.
 """
 

@@ -15,10 +15,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_tfperf.atomic_files import atomic_write_text
-from pytest_tfperf.effect_lines import EffectRow
-from pytest_tfperf.report import format_rate
-from pytest_tfperf.report_model import Report, TestView
+from pytest_tfperf.storage.atomic_files import atomic_write_text
+from pytest_tfperf.reports.effect_lines import EffectRow
+from pytest_tfperf.reports.report import format_rate
+from pytest_tfperf.reports.report_model import Report, TestView
 
 _STATUS = {"failed": ("FAILED", "bad"), "regressed": ("REGRESSED", "bad"), "noisy": ("noisy", "warn"),
            "improved": ("improved", "good"), "unchanged": ("ok", "ok"), "unavailable": ("not compared", "none"),
@@ -164,7 +164,7 @@ def _effect_table(effects: Sequence[EffectRow]) -> str:
 
 
 def _catalog(effects: Sequence[EffectRow]) -> str:
-    from pytest_tfperf import plots
+    from pytest_tfperf.reports import plots
 
     chart = plots.catalog_chart(effects)
     parts = ['<section id="catalog"><h2>Catalog: how much each fix beats its anti-pattern here</h2>']
@@ -180,7 +180,7 @@ def _catalog(effects: Sequence[EffectRow]) -> str:
 
 
 def _test_section(t: TestView) -> str:
-    from pytest_tfperf import plots
+    from pytest_tfperf.reports import plots
 
     facts = [("verdict", _badge(t.status)), ("compared with", _e(t.compared_with or "nothing")),
              ("throughput", _e(_rate(t.throughput))), ("change", _e(change_text(t))),
@@ -228,7 +228,7 @@ def _test_section(t: TestView) -> str:
 
 def render_html(report: Report) -> str:
     """The whole page as a string (charts included); raises ``plots.PlottingUnavailable`` without matplotlib."""
-    from pytest_tfperf import plots
+    from pytest_tfperf.reports import plots
 
     with plots.style():  # fails before any work without matplotlib, with the install command
         return _render(report)

@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_tfperf.effect_lines import EffectRow
-from pytest_tfperf.report_model import MemorySeries, MetricHistory
+from pytest_tfperf.reports.effect_lines import EffectRow
+from pytest_tfperf.reports.report_model import MemorySeries, MetricHistory
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

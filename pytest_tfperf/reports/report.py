@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_tfperf import gpu_busy
+from pytest_tfperf.probes import gpu_busy
 from pytest_tfperf.model import Measurement, MemorySource
-from pytest_tfperf.verdict import slowdown_text
+from pytest_tfperf.gates.verdict import slowdown_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,10 +26,10 @@ from datetime import datetime
 from typing import Any
 
 from pytest_tfperf import stats
-from pytest_tfperf.effect_lines import EffectRow, as_float, effect_row
-from pytest_tfperf.history import HistoryRow, measurement_metrics
+from pytest_tfperf.reports.effect_lines import EffectRow, as_float, effect_row
+from pytest_tfperf.storage.history import HistoryRow, measurement_metrics
 from pytest_tfperf.model import Measurement, MemorySource
-from pytest_tfperf.shards import ShardedResults, ShardedTest
+from pytest_tfperf.reports.shards import ShardedResults, ShardedTest
 
 BAND_CONFIDENCE = 0.99
 # History metrics worth a panel, in this order; median_ns is the throughput's inverse, and the rest

@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.results_json import ResultsDocument, load_results
-from pytest_tfperf.serialization import StorageError
+from pytest_tfperf.storage.results_json import ResultsDocument, load_results
+from pytest_tfperf.storage.serialization import StorageError
 
 
 class ShardError(Exception):

@@ -13,11 +13,12 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_tfperf import numerics, runner
+from pytest_tfperf.diagnoses import numerics
+from pytest_tfperf.measuring import runner
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import Measurement
-from pytest_tfperf.tracing import TraceCounter
-from pytest_tfperf.watchdog import StallPolicy
+from pytest_tfperf.diagnoses.tracing import TraceCounter
+from pytest_tfperf.measuring.watchdog import StallPolicy
 
 
 PAIRED_ROUNDS = 20
@@ -95,7 +96,7 @@ class TfPerf:
         if step is None:
             workload = runner.Workload(call=pull, items_per_iteration=float(items_per_element))
         else:
-            from pytest_tfperf.pipeline_shape import shape_of
+            from pytest_tfperf.diagnoses.pipeline_shape import shape_of
 
             workload = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element),
                                        restarts=lambda: pull.restarts,

@@ -387,7 +387,7 @@ class PairedRun:
 
     def finish_all(self, completed: bool) -> list[Measurement]:
         """Every measurement the partner sent: one, or each variant of a ``tfperf.compare()`` test."""
-        from pytest_tfperf.serialization import Field, StorageError, measurement_from_dict
+        from pytest_tfperf.storage.serialization import Field, StorageError, measurement_from_dict
 
         if not completed and self.dropped is None:
             self.dropped = "this session's measurement did not complete"
@@ -490,7 +490,7 @@ class PartnerServer:
             self.channel.send(op="done", index=index)
 
     def send_result(self, measurements: Sequence[Measurement]) -> None:
-        from pytest_tfperf.serialization import measurement_to_dict
+        from pytest_tfperf.storage.serialization import measurement_to_dict
 
         encoded = [measurement_to_dict(m) for m in measurements]
         self._answer(op="result", measurement=encoded[0], measurements=encoded)

@@ -81,8 +81,8 @@ def run_extra_processes(count: int, args: Sequence[str], cwd: Path, *, python: s
 
     ``positional`` and ``node_ids``: see ``child_arguments``.
     """
-    from pytest_tfperf.results_json import load_results
-    from pytest_tfperf.serialization import StorageError
+    from pytest_tfperf.storage.results_json import load_results
+    from pytest_tfperf.storage.serialization import StorageError
 
     start = time.monotonic()
     found: dict[str, list[Measurement]] = {}

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_tfperf import runner
+from pytest_tfperf.measuring import runner
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import BudgetViolation, Environment, Measurement
 
 if TYPE_CHECKING:
-    from pytest_tfperf.fixture import TfPerf
+    from pytest_tfperf.session.fixture import TfPerf
 
 
 @dataclass
@@ -92,7 +92,7 @@ class TfPerfSession:
 
     def environment(self) -> Environment:
         if self._environment is None:
-            from pytest_tfperf.environment import collect_environment
+            from pytest_tfperf.probes.environment import collect_environment
 
             self._environment = collect_environment()
         return self._environment
@@ -100,7 +100,7 @@ class TfPerfSession:
     def probes(self) -> list[Any]:
         tf_loaded = "tensorflow" in sys.modules
         if tf_loaded not in self._probes:
-            from pytest_tfperf.memory_probes import default_probes
+            from pytest_tfperf.probes.memory_probes import default_probes
 
             self._probes[tf_loaded] = default_probes(tensorflow_loaded=tf_loaded)
         return self._probes[tf_loaded]
@@ -122,7 +122,7 @@ class TfPerfSession:
 
     def store(self) -> Any:
         if self._store is None:
-            from pytest_tfperf.baseline_store import BaselineStore
+            from pytest_tfperf.storage.baseline_store import BaselineStore
 
             self._store = BaselineStore(self.baseline_dir)
         return self._store
@@ -166,7 +166,7 @@ class TfPerfSession:
                 and any(_borderline(o) for o in outcomes.values())):
             # Borderline evidence: measure again (all variants, so pairs stay
             # interleaved) and judge the pooled samples, rather than flip a coin.
-            from pytest_tfperf.compare import pool
+            from pytest_tfperf.gates.rounds import pool
 
             again = measure_once()
             for name in measured:
@@ -190,7 +190,7 @@ class TfPerfSession:
         if self._partner is None:
             from pathlib import Path
 
-            from pytest_tfperf.partner import Partner, repository_root
+            from pytest_tfperf.session.partner import Partner, repository_root
 
             invocation_dir, args = self.invocation
             root = repository_root(Path(invocation_dir)) or Path(self.rootdir)
@@ -214,7 +214,7 @@ class TfPerfSession:
         regressed = throughput is not None and str(throughput.status) == "regressed"
         if not (self.config.remeasure and (regressed or _borderline(outcome))):
             return outcome
-        from pytest_tfperf.compare import pool
+        from pytest_tfperf.gates.rounds import pool
 
         why = "the first verdict was a throughput regression" if regressed else "the first verdict was borderline"
         self.partner().restart()
@@ -239,7 +239,7 @@ class TfPerfSession:
         Ours is None when the partner could not even start the test (measure
         alone then); theirs is None when the partner's figures were lost.
         """
-        from pytest_tfperf.partner import PartnerError
+        from pytest_tfperf.session.partner import PartnerError
 
         against = self.config.against
         try:
@@ -276,8 +276,8 @@ class TfPerfSession:
         A ``tfperf.compare()`` test is measured whole there (every variant, interleaved as here), and
         each variant that asked for it is judged against its own run of that process.
         """
-        from pytest_tfperf.compare import judge
-        from pytest_tfperf.partner import PartnerError
+        from pytest_tfperf.gates.rounds import judge
+        from pytest_tfperf.session.partner import PartnerError
 
         try:
             fresh = {m.test_id: m for m in self._measure_in_fresh_process(fx._node_id, settings)}
@@ -303,7 +303,7 @@ class TfPerfSession:
     def _measure_in_fresh_process(self, node_id: str, settings: runner.RunSettings) -> list[Measurement]:
         from pathlib import Path
 
-        from pytest_tfperf.partner import Partner
+        from pytest_tfperf.session.partner import Partner
 
         if self._confirmer is None:
             invocation_dir, args = self.invocation
@@ -319,7 +319,7 @@ class TfPerfSession:
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
                              settings: runner.RunSettings) -> dict[str, Measurement]:
         """This session is a partner: measure in step with the coordinator, send the result, judge nothing."""
-        from pytest_tfperf.partner import PartnerError
+        from pytest_tfperf.session.partner import PartnerError
 
         server = self.partner_server
         request = server.request
@@ -336,7 +336,7 @@ class TfPerfSession:
         return measured
 
     def _build(self, test_id: str, mode: str, raw: runner.RawRun) -> Measurement:
-        from pytest_tfperf import diagnostics
+        from pytest_tfperf.diagnoses import diagnostics
 
         extras, diagnoses = diagnostics.analyse(raw)
         return runner.build_measurement(
@@ -345,7 +345,7 @@ class TfPerfSession:
         )
 
     def _evaluate(self, m: Measurement, options: MarkerOptions) -> Outcome:
-        from pytest_tfperf.budgets import budgets_from_marker, check_budgets, unchecked_budgets
+        from pytest_tfperf.gates.budgets import budgets_from_marker, check_budgets, unchecked_budgets
 
         budgets = budgets_from_marker(options)
         outcome = Outcome(measurement=m, violations=check_budgets(m, budgets))
@@ -362,7 +362,7 @@ class TfPerfSession:
         With ``partner``, the reference is the same test of the other version
         of the code (``name``, from --tfperf-against), measured in turns.
         """
-        from pytest_tfperf.compare import judge_paired
+        from pytest_tfperf.gates.rounds import judge_paired
 
         outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
         outcome.verdict = judge_paired(m, reference, self._tolerances(options))
@@ -378,16 +378,16 @@ class TfPerfSession:
         return self._evaluate_paired(m, theirs, self.config.against, options, partner=True)
 
     def _tolerances(self, options: MarkerOptions) -> Any:
-        from pytest_tfperf.compare import Tolerances
+        from pytest_tfperf.gates.rounds import Tolerances
 
         tolerance = options.tolerance if options.tolerance is not None else self.config.tolerance
         return Tolerances() if tolerance is None else Tolerances(throughput=tolerance)
 
     def _gate(self, outcome: Outcome, options: MarkerOptions) -> None:
-        from pytest_tfperf.baseline_store import MatchStatus
-        from pytest_tfperf.compare import judge
-        from pytest_tfperf.runs import BaselineRuns
-        from pytest_tfperf.serialization import StorageError
+        from pytest_tfperf.storage.baseline_store import MatchStatus
+        from pytest_tfperf.gates.rounds import judge
+        from pytest_tfperf.storage.runs import BaselineRuns
+        from pytest_tfperf.storage.serialization import StorageError
 
         test_id = outcome.measurement.test_id
         try:
@@ -432,7 +432,7 @@ class TfPerfSession:
     def machine_spread(self, fingerprint: str) -> float:
         """This machine's typical between-process spread, from every baseline of this environment (once)."""
         if fingerprint not in self._machine_spread:
-            from pytest_tfperf.stored_rule import log_spread, machine_spread
+            from pytest_tfperf.gates.stored_rule import log_spread, machine_spread
 
             baselines = self.store().baselines_for(self.environment())
             spreads = [log_spread([r.throughput_per_s for r in b.runs]) for b in baselines]
@@ -444,7 +444,7 @@ class TfPerfSession:
         if self._recorded is None:
             from pathlib import Path
 
-            from pytest_tfperf.history import HISTORY_FILE_NAME, read_history_rows, recorded_runs
+            from pytest_tfperf.storage.history import HISTORY_FILE_NAME, read_history_rows, recorded_runs
 
             path = Path(self.baseline_dir) / HISTORY_FILE_NAME
             self._recorded = recorded_runs(read_history_rows(path)) if path.exists() else {}
@@ -478,13 +478,13 @@ class TfPerfSession:
         return props
 
     def _rows(self) -> list[Any]:
-        from pytest_tfperf import report
+        from pytest_tfperf.reports import report
 
         return [report.Row(o.measurement, o.label, report.format_limit(_detection_limit(o))) for o in self.outcomes]
 
     def summary_lines(self) -> list[str]:
-        from pytest_tfperf import report
-        from pytest_tfperf.diagnostics import failure_summary_lines
+        from pytest_tfperf.reports import report
+        from pytest_tfperf.diagnoses.diagnostics import failure_summary_lines
 
         if not self.outcomes and not self.failures and not self._written and not self.effects:
             return []
@@ -508,7 +508,7 @@ class TfPerfSession:
 
     def _limit_lines(self) -> list[str]:
         """What the stored throughput verdicts can catch here, said once for the whole session."""
-        from pytest_tfperf.verdict import slowdown_text
+        from pytest_tfperf.gates.verdict import slowdown_text
 
         stored = [o for o in self.outcomes if o.paired_with is None and o.stored is not None and o.gating]
         limits = [lim for lim in (_detection_limit(o) for o in stored) if lim is not None]
@@ -536,7 +536,7 @@ class TfPerfSession:
 
         Returns False when something could not be written; the reason is in the summary.
         """
-        from pytest_tfperf.serialization import StorageError
+        from pytest_tfperf.storage.serialization import StorageError
 
         ok = True
         try:
@@ -564,7 +564,7 @@ class TfPerfSession:
         return ok
 
     def _write_json(self) -> None:
-        from pytest_tfperf.results_json import write_results
+        from pytest_tfperf.storage.results_json import write_results
 
         write_results(self.config.json_path, self.environment(), self.outcomes,
                       {f.test_id: f.verdict_dict() for f in self.failures}, effects=self.effects)
@@ -573,8 +573,8 @@ class TfPerfSession:
     def _update_baselines(self) -> None:
         from pathlib import Path
 
-        from pytest_tfperf.history import append_history, current_git_commit
-        from pytest_tfperf.refresh import run_extra_processes
+        from pytest_tfperf.storage.history import append_history, current_git_commit
+        from pytest_tfperf.session.refresh import run_extra_processes
 
         measurements = [o.measurement for o in self.outcomes if o.measurement.timings.iterations > 1]
         if not measurements:
@@ -616,8 +616,8 @@ class TfPerfSession:
         )
 
     def _record_history(self) -> None:
-        from pytest_tfperf.history import append_history
-        from pytest_tfperf.runs import RECORD
+        from pytest_tfperf.storage.history import append_history
+        from pytest_tfperf.storage.runs import RECORD
 
         measurements = [o.measurement for o in self.outcomes if o.measurement.timings.iterations > 1]
         if not measurements:
@@ -625,8 +625,8 @@ class TfPerfSession:
         path = append_history(self.baseline_dir, measurements, self.environment(), kind=RECORD)
         self._written.append(f"this run recorded in {path} for {len(measurements)} test(s); baselines unchanged")
     def _write_html(self) -> None:
-        from pytest_tfperf.report_cli import write_report
-        from pytest_tfperf.results_json import results_to_dict
+        from pytest_tfperf.cli.report import write_report
+        from pytest_tfperf.storage.results_json import results_to_dict
 
         assert self.config.html_path is not None
         document = results_to_dict(self.environment(), self.outcomes,
@@ -635,7 +635,7 @@ class TfPerfSession:
         self._written.append(f"HTML report written to {self.config.html_path}")
 
     def _write_markdown(self) -> None:
-        from pytest_tfperf import report
+        from pytest_tfperf.reports import report
 
         text = "\n".join(report.markdown_summary(self._rows(), [o.verdict for o in self.outcomes])) + "\n"
         if self.config.markdown_path:
@@ -650,7 +650,7 @@ class TfPerfSession:
     def record_failure(self, exc: BaseException, test_id: str, *, batch_size: int | None = None,
                        items_per_iteration: float | None = None) -> str | None:
         """Explain a stall, OOM or NaN, keep it for the summary and the JSON, and return the failure text."""
-        from pytest_tfperf import diagnostics
+        from pytest_tfperf.diagnoses import diagnostics
 
         failure = diagnostics.diagnose_failure(exc, test_id, batch_size=batch_size,
                                                items_per_iteration=items_per_iteration)
@@ -673,7 +673,7 @@ def _by_process(runs: dict[str, list[Measurement]]) -> list[list[Measurement]]:
 
 def _paired_settings(settings: runner.RunSettings) -> runner.RunSettings:
     """Rounds for a paired verdict: 7 pairs at least reach 99%; 20 short ones catch a 10% slowdown."""
-    from pytest_tfperf.fixture import PAIRED_ROUNDS
+    from pytest_tfperf.session.fixture import PAIRED_ROUNDS
 
     rounds = max(settings.rounds, PAIRED_ROUNDS)
     return dataclasses.replace(settings, rounds=rounds, min_rounds=rounds)
@@ -742,6 +742,6 @@ def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
         props.append(("tfperf_traces_steady", m.traces_steady))
     for name, value in m.extra_metrics:
         props.append((f"tfperf_{name}", value))
-    from pytest_tfperf.report import gpu_properties
+    from pytest_tfperf.reports.report import gpu_properties
 
     return props + gpu_properties(m)  # which NVML figure, what the test added, GPU busy

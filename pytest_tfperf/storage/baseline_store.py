@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from pytest_tfperf.atomic_files import DirectoryLock, atomic_write_text
+from pytest_tfperf.storage.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.runs import REFRESH, RunSummary, summarize
-from pytest_tfperf.serialization import (
+from pytest_tfperf.storage.runs import REFRESH, RunSummary, summarize
+from pytest_tfperf.storage.serialization import (
     REFRESH_COMMAND,
     Field,
     JsonDict,

@@ -31,10 +31,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_tfperf.atomic_files import DirectoryLock, atomic_write_text
+from pytest_tfperf.storage.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.runs import RECORD, REFRESH, RunSummary
-from pytest_tfperf.serialization import StorageError, package_version, summarize_timings, utc_timestamp
+from pytest_tfperf.storage.runs import RECORD, REFRESH, RunSummary
+from pytest_tfperf.storage.serialization import StorageError, package_version, summarize_timings, utc_timestamp
 
 if TYPE_CHECKING:
     import pandas

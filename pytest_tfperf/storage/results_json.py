@@ -18,9 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from pytest_tfperf.atomic_files import atomic_write_text
+from pytest_tfperf.storage.atomic_files import atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.serialization import (
+from pytest_tfperf.storage.serialization import (
     Field,
     JsonDict,
     Migration,

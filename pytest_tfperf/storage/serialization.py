@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.model import Diagnosis, Environment, GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.runs import RECORD, REFRESH, RunSummary
+from pytest_tfperf.storage.runs import RECORD, REFRESH, RunSummary
 
 JsonDict = dict[str, Any]
 

@@ -57,7 +57,7 @@ DEVICE: EmulatedGpu | None = None
 def install() -> EmulatedGpu:
     """Put the emulated GPU's NVML in ``sys.modules`` and let the plugin look for it (once per process)."""
     global DEVICE
-    from pytest_tfperf import nvml
+    from pytest_tfperf.probes import nvml
 
     if DEVICE is None:
         DEVICE = EmulatedGpu(name="NVIDIA H200 (emulated)", uuid="GPU-e0000000-0000-0000-0000-000000000000",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.results_json import load_results
+from pytest_tfperf.storage.results_json import load_results
 
 TF_MODULE = """
 import pytest

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf import gpu_check, nvml
+from pytest_tfperf.cli import gpu_check
+from pytest_tfperf.probes import nvml
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATED = "tests.fakes.gpu:FakeOps"
@@ -28,7 +29,7 @@ def test_without_a_gpu_the_self_check_runs_and_says_no_gpu(tmp_path: Path) -> No
     if nvml.nvidia_driver_visible():
         env["CUDA_VISIBLE_DEVICES"] = ""  # a machine with a GPU: hide it, the same "no GPU" path runs
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest_tfperf.gpu_check", "--json", str(out)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "pytest_tfperf.cli.gpu_check", "--json", str(out)], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no GPU: " in proc.stdout

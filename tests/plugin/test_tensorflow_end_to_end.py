@@ -13,7 +13,7 @@ import os
 import pytest
 
 from pytest_tfperf.model import MemorySource
-from pytest_tfperf.results_json import load_results
+from pytest_tfperf.storage.results_json import load_results
 
 MODULE = """
 import pytest

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf import atomic_files
-from pytest_tfperf.baseline_store import (
+from pytest_tfperf.storage import atomic_files
+from pytest_tfperf.storage.baseline_store import (
     stable_test_key,
     SCHEMA_VERSION,
     BaselineStore,
@@ -22,7 +22,7 @@ from pytest_tfperf.baseline_store import (
     baseline_file_name,
 )
 from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.serialization import StorageError, subsample_timings
+from pytest_tfperf.storage.serialization import StorageError, subsample_timings
 
 GOLDEN = Path(__file__).parent.parent / "data" / "baselines" / "v1"
 GOLDEN_TEST_ID = "tests/perf/test_train.py::test_train_step[batch=64]"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_tfperf.budgets import Budgets, budgets_from_marker, check_budgets, unchecked_budgets
+from pytest_tfperf.gates.budgets import Budgets, budgets_from_marker, check_budgets, unchecked_budgets
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 
 MIB = 2**20

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from pytest_tfperf.compare import MIB, Status, Tolerances, judge_rounds, judge_paired, pool, round_spread_bytes
+from pytest_tfperf.gates.rounds import MIB, Status, Tolerances, judge_rounds, judge_paired, pool, round_spread_bytes
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
 
 TEST_ID = "tests/test_pipeline.py::test_train_step"

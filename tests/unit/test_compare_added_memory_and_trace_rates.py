@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_tfperf.compare import Tolerances, judge_rounds
+from pytest_tfperf.gates.rounds import Tolerances, judge_rounds
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 
 MIB = 2**20

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf import compare_cli
+from pytest_tfperf.cli import compare as compare_cli
 from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.results_json import write_results
+from pytest_tfperf.storage.results_json import write_results
 
 ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")), soft=(("hostname", "ci-1"),))
 
@@ -160,7 +160,7 @@ def test_a_test_that_cannot_be_judged_exits_two(tmp_path: Path, old: Path, monke
 
 def test_console_entry_point_returns_the_exit_code(tmp_path: Path, old: Path) -> None:
     new = results(tmp_path / "new.json", measurement("t::a", slowdown=1.25, seed=10))
-    done = subprocess.run([sys.executable, "-m", "pytest_tfperf.compare_cli", str(old), str(new)],
+    done = subprocess.run([sys.executable, "-m", "pytest_tfperf.cli.compare", str(old), str(new)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 1, done.stderr
     assert "REGRESSED" in done.stdout

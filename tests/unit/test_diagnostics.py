@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tfperf import diagnostics
+from pytest_tfperf.diagnoses import diagnostics
 from pytest_tfperf.model import Timings
-from pytest_tfperf.runner import InputSplit, RawRun
+from pytest_tfperf.measuring.runner import InputSplit, RawRun
 
 
 def _timings(ns: int, n: int = 40, items: float = 1.0) -> Timings:
@@ -82,9 +82,9 @@ def test_workloads_without_input_waits_get_no_input_diagnosis() -> None:
 
 
 def test_the_metric_is_gateable_by_the_marker_budget() -> None:
-    from pytest_tfperf.budgets import budgets_from_marker, check_budgets
+    from pytest_tfperf.gates.budgets import budgets_from_marker, check_budgets
     from pytest_tfperf.config import MarkerOptions
-    from pytest_tfperf.runner import build_measurement
+    from pytest_tfperf.measuring.runner import build_measurement
 
     options = MarkerOptions(max_input_bound_fraction=0.1)
     for wait, expected in ((640_000, 1), (10_000, 0)):
@@ -113,7 +113,7 @@ def _split_raw(waits_ms: list[float], step_ms: float, *, restarts: tuple[int, ..
 
 
 def test_epoch_restarts_are_left_out_of_the_figure_and_reported_apart() -> None:
-    from pytest_tfperf.pipeline_shape import PipelineShape
+    from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 
     shape = PipelineShape(("tensor_slice", "cache", "shuffle", "parallel_map", "batch", "prefetch"))
     waits = [0.1] * 98 + [113.0, 120.0]  # two restarts among steady pulls
@@ -138,7 +138,7 @@ def test_the_handover_floor_is_subtracted_and_shown() -> None:
 
 
 def test_no_prefetch_advice_for_a_pipeline_that_prefetches() -> None:
-    from pytest_tfperf.pipeline_shape import PipelineShape
+    from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 
     prefetching = PipelineShape(("range", "parallel_map", "batch", "prefetch"))
     # the dataset alone (1 ms a batch) is 10x as fast as the step (10 ms): the wait is contention
@@ -155,7 +155,7 @@ def test_no_prefetch_advice_for_a_pipeline_that_prefetches() -> None:
 
 
 def test_a_sequential_unprefetched_pipeline_is_told_both_fixes_and_why_tf_did_not_apply_them() -> None:
-    from pytest_tfperf.pipeline_shape import PipelineShape
+    from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 
     raw_mistake = PipelineShape(("range", "map", "batch"), ("map_parallelization", "inject_prefetch"))
     d, _ = diagnostics.input_bound(_split_raw([5.0] * 50, 10.0, dataset_ms=1.0, pipeline=raw_mistake))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf import diagnostics
-from pytest_tfperf.numerics import NonFiniteError
-from pytest_tfperf.watchdog import StallError
+from pytest_tfperf.diagnoses import diagnostics
+from pytest_tfperf.diagnoses.numerics import NonFiniteError
+from pytest_tfperf.measuring.watchdog import StallError
 
 
 class ResourceExhaustedError(Exception):
@@ -110,7 +110,7 @@ def test_the_requested_allocation_is_parsed_with_its_dtype() -> None:
 
 def test_failures_go_to_the_summary_and_round_trip_through_the_results_json(tmp_path: Path) -> None:
     from pytest_tfperf.model import Environment
-    from pytest_tfperf.results_json import load_results, write_results
+    from pytest_tfperf.storage.results_json import load_results, write_results
 
     failure = diagnostics.diagnose_failure(NonFiniteError(3, "output", float("inf")), "tests/test_a.py::test_nan")
     assert failure is not None

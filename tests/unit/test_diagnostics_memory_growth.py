@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from pytest_tfperf import diagnostics, memory_growth
-from pytest_tfperf.memory_growth import GrowthRecorder, MemorySeries, fit_growth
+from pytest_tfperf.diagnoses import diagnostics
+from pytest_tfperf.measuring import memory_growth
+from pytest_tfperf.measuring.memory_growth import GrowthRecorder, MemorySeries, fit_growth
 from pytest_tfperf.model import MemorySource
 
 KIB = 1024
@@ -114,10 +115,10 @@ def test_the_metric_is_the_largest_significant_slope_and_zero_when_flat() -> Non
 
 
 def test_analyse_adds_the_growth_metric_gateable_by_the_marker_budget() -> None:
-    from pytest_tfperf.budgets import budgets_from_marker, check_budgets
+    from pytest_tfperf.gates.budgets import budgets_from_marker, check_budgets
     from pytest_tfperf.config import MarkerOptions
     from pytest_tfperf.model import Timings
-    from pytest_tfperf.runner import RawRun, build_measurement
+    from pytest_tfperf.measuring.runner import RawRun, build_measurement
 
     timings = Timings(samples_ns=(1000,) * 10, round_sizes=(5, 5), items_per_iteration=1, first_call_ns=1)
     budget = budgets_from_marker(MarkerOptions(max_memory_growth_bytes_per_iteration=2**20))
@@ -231,10 +232,10 @@ def test_warm_up_that_fills_the_whole_window_is_suspected_until_measured_longer(
 
 @pytest.mark.parametrize("seed", range(12))
 def test_the_budget_and_the_diagnosis_always_agree(seed: int) -> None:
-    from pytest_tfperf.budgets import budgets_from_marker, check_budgets
+    from pytest_tfperf.gates.budgets import budgets_from_marker, check_budgets
     from pytest_tfperf.config import MarkerOptions
     from pytest_tfperf.model import Timings
-    from pytest_tfperf.runner import RawRun, build_measurement
+    from pytest_tfperf.measuring.runner import RawRun, build_measurement
 
     rng = random.Random(seed)
     s = warm_up_series(rng.choice([0, 5, 27, 200]) * 2**20, tau=rng.choice([30, 300, 3000]),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_tfperf.effect_lines import effect_lines, effect_row
+from pytest_tfperf.reports.effect_lines import effect_lines, effect_row
 
 THROUGHPUT = {"scenario": "input_pipeline", "anti": "sequential", "fix": "parallel", "metric": "throughput",
               "value": 2.84, "spread": [2.1, 3.3], "min_effect": 1.3, "gated": True, "passed": True}

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from pytest_tfperf import environment, nvml
+from pytest_tfperf.probes import environment
+from pytest_tfperf.probes import nvml
 from pytest_tfperf.model import Environment
 from tests.fakes import FakeGpu, FakeTensorFlow, make_fake_pynvml
 
@@ -154,7 +155,7 @@ def test_build_info_is_parsed_without_importing_tensorflow() -> None:
 
 _ORDER_SCRIPT = """
 import json, sys
-from pytest_tfperf import environment
+from pytest_tfperf.probes import environment
 before = environment.collect_environment()
 loaded = [m for m in ("tensorflow", "pandas", "numpy") if m in sys.modules]
 import tensorflow as tf

@@ -12,7 +12,10 @@ import sys
 
 import pytest
 
-from pytest_tfperf import diagnostics, gpu_busy, nvml, runner
+from pytest_tfperf.diagnoses import diagnostics
+from pytest_tfperf.probes import gpu_busy
+from pytest_tfperf.probes import nvml
+from pytest_tfperf.measuring import runner
 from pytest_tfperf.model import GpuBusy
 from tests.fakes import FakeGpu, make_fake_pynvml
 

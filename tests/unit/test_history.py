@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf import history
-from pytest_tfperf.history import (
+from pytest_tfperf.storage import history
+from pytest_tfperf.storage.history import (
     COLUMNS,
     HISTORY_FILE_NAME,
     append_history,
@@ -20,7 +20,7 @@ from pytest_tfperf.history import (
     metric_trend,
 )
 from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.serialization import StorageError
+from pytest_tfperf.storage.serialization import StorageError
 
 CPU = Environment(hard=(("cpu_model", "Xeon"),), soft=(("hostname", "ci"),))
 GPU = Environment(hard=(("cpu_model", "EPYC"), ("accelerator", "H100")))
@@ -204,7 +204,7 @@ def test_concurrent_appends_keep_every_row(tmp_path: Path) -> None:
 
 
 def test_recorded_runs_are_grouped_by_run_and_kept_apart_from_refreshes(tmp_path: Path) -> None:
-    from pytest_tfperf.history import read_history_rows, recorded_runs
+    from pytest_tfperf.storage.history import read_history_rows, recorded_runs
 
     append_history(tmp_path, [measurement("t::a", median_ns=1_000_000)], CPU, recorded_at=at(1), git_commit="")
     for day, ns in ((3, 1_100_000), (2, 900_000)):  # out of order: union merges leave rows so
@@ -225,7 +225,7 @@ def _record_many(directory: str, tag: str, count: int) -> None:
 
 
 def test_concurrent_record_runs_lose_nothing(tmp_path: Path) -> None:
-    from pytest_tfperf.history import read_history_rows, recorded_runs
+    from pytest_tfperf.storage.history import read_history_rows, recorded_runs
 
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")

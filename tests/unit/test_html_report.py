@@ -11,8 +11,11 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_tfperf import html_report, plots, report_cli, stats
-from pytest_tfperf.history import history_rows
+from pytest_tfperf import stats
+from pytest_tfperf.reports import html_report
+from pytest_tfperf.reports import plots
+from pytest_tfperf.cli import report as report_cli
+from pytest_tfperf.storage.history import history_rows
 from pytest_tfperf.model import (
     Environment,
     Measurement,
@@ -20,9 +23,9 @@ from pytest_tfperf.model import (
     MemorySource,
     Timings,
 )
-from pytest_tfperf.report_model import Band, build_report, prediction_band
-from pytest_tfperf.results_json import write_results
-from pytest_tfperf.shards import load_shards
+from pytest_tfperf.reports.report_model import Band, build_report, prediction_band
+from pytest_tfperf.storage.results_json import write_results
+from pytest_tfperf.reports.shards import load_shards
 
 ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")))
 HOSTILE = "t.py::test_x[<script>alert(\"1\")</script>-'q'-ünï☃]"
@@ -69,7 +72,7 @@ def results(tmp_path: Path, name: str = "r.json") -> Path:
 
 
 def baseline_dir(tmp_path: Path) -> Path:
-    from pytest_tfperf.baseline_store import BaselineStore
+    from pytest_tfperf.storage.baseline_store import BaselineStore
 
     directory = tmp_path / "baselines"
     BaselineStore(directory).save([measurement("t.py::test_ok"), measurement("t.py::test_slow")], ENV)
@@ -78,7 +81,7 @@ def baseline_dir(tmp_path: Path) -> Path:
         rows += history_rows([measurement("t.py::test_ok", 1 + run / 50), measurement(HOSTILE)], ENV, f"r{run}",
                              recorded_at=f"2026-11-{run + 10:02d}T06:00:00Z", git_commit=f"{run:040x}",
                              version="0.1.0")
-    from pytest_tfperf.history import COLUMNS
+    from pytest_tfperf.storage.history import COLUMNS
 
     text = ",".join(COLUMNS) + "\n" + "".join(",".join(f'"{c}"' for c in r.as_tuple()) + "\n" for r in rows)
     (directory / "history.csv").write_text(text, encoding="utf-8")
@@ -229,8 +232,8 @@ def test_rounds_are_drawn_against_the_partner_or_the_reference_variant(tmp_path:
 def test_baselines_with_several_runs_give_a_band_and_history_kinds_mark_refreshes() -> None:
     from types import SimpleNamespace
 
-    from pytest_tfperf.history import HistoryRow
-    from pytest_tfperf.report_model import BaselineFigures, metric_histories
+    from pytest_tfperf.storage.history import HistoryRow
+    from pytest_tfperf.reports.report_model import BaselineFigures, metric_histories
 
     runs = [SimpleNamespace(throughput_per_s=v, memory_added_bytes=(("peak_tf_allocator[CPU:0]", 2**20),),
                             traces_steady=0, recorded_at=f"2026-11-0{i + 1}T00:00:00Z")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest_tfperf.runner
+import pytest_tfperf
 
 PACKAGE = "pytest_tfperf"
-ROOT = Path(pytest_tfperf.runner.__file__).resolve().parent
+ROOT = Path(pytest_tfperf.__file__).resolve().parent
 
 
 def module_files(root: Path, package: str) -> dict[str, Path]:
@@ -125,8 +125,8 @@ def test_the_package_has_no_import_cycle() -> None:
 
 def test_the_graph_sees_top_level_function_level_and_relative_imports() -> None:
     graph = import_graph(ROOT, PACKAGE)
-    assert "pytest_tfperf.memory_probes" in graph["pytest_tfperf.runner"]  # top level
-    assert "pytest_tfperf.nvml" in graph["pytest_tfperf.memory_probes"]  # inside default_probes()
+    assert "pytest_tfperf.probes.memory_probes" in graph["pytest_tfperf.measuring.runner"]  # top level
+    assert "pytest_tfperf.probes.nvml" in graph["pytest_tfperf.probes.memory_probes"]  # inside default_probes()
     assert "pytest_tfperf.catalog.worker" in graph["pytest_tfperf.catalog.scenarios.oversized_batch"]
 
 

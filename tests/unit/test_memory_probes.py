@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from pytest_tfperf import memory_probes as mp
-from pytest_tfperf import nvml
+from pytest_tfperf.probes import memory_probes as mp
+from pytest_tfperf.probes import nvml
 from pytest_tfperf.model import MemorySource
 from tests.fakes import FakeTensorFlow
 
@@ -162,7 +162,7 @@ def test_default_probes_never_import_tensorflow_themselves(
 _REAL_TF_SCRIPT = """
 import json
 import tensorflow as tf
-from pytest_tfperf.memory_probes import default_probes
+from pytest_tfperf.probes.memory_probes import default_probes
 probes = default_probes(tensorflow_loaded=True)
 cpu = next(p for p in probes if p.source.value == "tf_allocator" and p.device == "CPU:0")
 out = {"unavailable": cpu.unavailable}

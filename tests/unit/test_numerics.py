@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_tfperf.numerics import NonFiniteError, check_finite
+from pytest_tfperf.diagnoses.numerics import NonFiniteError, check_finite
 
 
 @pytest.mark.parametrize("value", [1.0, 3, {"loss": 0.5}, [1.0, 2.0], np.float32(2.0), np.ones(3), None, "text"])
@@ -28,7 +28,7 @@ def test_first_non_finite_value_names_iteration_and_place(value: object, where: 
 
 
 def test_the_measurement_stops_at_the_first_non_finite_loss_with_its_iteration() -> None:
-    from pytest_tfperf import runner
+    from pytest_tfperf.measuring import runner
 
     calls = {"n": 0}
 
@@ -44,7 +44,7 @@ def test_the_measurement_stops_at_the_first_non_finite_loss_with_its_iteration()
 
 
 def test_a_finite_run_is_not_stopped() -> None:
-    from pytest_tfperf import runner
+    from pytest_tfperf.measuring import runner
 
     w = runner.Workload(call=lambda: {"loss": 0.5}, check_output=check_finite)
     raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.01, rounds=2, warmup_s=0.0), watch=False)[""]

@@ -9,7 +9,8 @@ import types
 
 import pytest
 
-from pytest_tfperf import memory_probes, nvml
+from pytest_tfperf.probes import memory_probes
+from pytest_tfperf.probes import nvml
 from pytest_tfperf.model import MemorySource
 from tests.fakes import FakeGpu, make_fake_pynvml
 

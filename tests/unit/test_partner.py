@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.partner import (
+from pytest_tfperf.session.partner import (
     ENV_FDS,
     Channel,
     PairedRun,
@@ -22,7 +22,7 @@ from pytest_tfperf.partner import (
     partner_environment,
     resolve_against,
 )
-from pytest_tfperf.serialization import measurement_to_dict
+from pytest_tfperf.storage.serialization import measurement_to_dict
 
 
 def pipe_channels() -> tuple[Channel, Channel]:
@@ -244,16 +244,16 @@ def test_against_a_directory_a_revision_or_neither(tmp_path: Path) -> None:
 
 
 def test_a_checkout_of_this_plugin_still_runs_this_plugin(tmp_path: Path) -> None:
-    import pytest_tfperf.partner
+    import pytest_tfperf.session.partner
 
     (tmp_path / "pytest_tfperf").mkdir()
     env = partner_environment(tmp_path, {}, "5,6")
     first = env["PYTHONPATH"].split(os.pathsep)[0]
-    assert Path(first) == Path(pytest_tfperf.partner.__file__).resolve().parent.parent
+    assert Path(first) == Path(pytest_tfperf.session.partner.__file__).resolve().parent.parent
 
 
 def test_paths_given_to_this_session_point_into_the_partner_tree(tmp_path: Path) -> None:
-    from pytest_tfperf.partner import argument_in_tree
+    from pytest_tfperf.session.partner import argument_in_tree
 
     current, tree = tmp_path / "current", tmp_path / "tree"
     (current / "tests").mkdir(parents=True)

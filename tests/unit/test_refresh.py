@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_tfperf.refresh import child_arguments, run_extra_processes
+from pytest_tfperf.session.refresh import child_arguments, run_extra_processes
 
 
 def test_the_users_output_files_and_refresh_options_are_dropped() -> None:
@@ -41,7 +41,7 @@ def test_a_refresh_stopped_by_sigterm_stops_its_running_extra_process(tmp_path: 
     fake.write_text(f"#!{sys.executable}\nimport os, time\nopen({str(tmp_path / 'child.pid')!r}, 'w')"
                     ".write(str(os.getpid()))\ntime.sleep(60)\n")
     fake.chmod(0o755)
-    driver = ("import sys; from pathlib import Path; from pytest_tfperf.refresh import run_extra_processes; "
+    driver = ("import sys; from pathlib import Path; from pytest_tfperf.session.refresh import run_extra_processes; "
               f"run_extra_processes(1, ['--tfperf'], Path({str(tmp_path)!r}), python={str(fake)!r})")
     refresh = subprocess.Popen([sys.executable, "-c", driver])
     pid_file = tmp_path / "child.pid"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_tfperf import report
+from pytest_tfperf.reports import report
 from pytest_tfperf.model import GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
 
 MIB = 2**20

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.results_json import (
+from pytest_tfperf.storage.results_json import (
     SCHEMA,
     SCHEMA_VERSION,
     load_results,
     results_to_dict,
     write_results,
 )
-from pytest_tfperf.serialization import StorageError, subsample_timings
+from pytest_tfperf.storage.serialization import StorageError, subsample_timings
 
 ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")), soft=(("hostname", "ci-3"),))
 WHEN = datetime(2025, 11, 23, 12, 0, 0, tzinfo=timezone.utc)
@@ -161,7 +161,7 @@ def test_a_missing_results_file_is_reported(tmp_path: Path) -> None:
 
 
 def test_a_compare_verdict_dataclass_is_stored_field_by_field(tmp_path: Path) -> None:
-    from pytest_tfperf.compare import Tolerances, judge_rounds
+    from pytest_tfperf.gates.rounds import Tolerances, judge_rounds
 
     base, slow = measurement("t::a", rounds=6), measurement("t::a", rounds=6, seed=5)
     slow = dataclasses.replace(slow, timings=Timings(tuple(s * 2 for s in slow.timings.samples_ns),

@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 
-from pytest_tfperf import runner
+from pytest_tfperf.measuring import runner
 from pytest_tfperf.model import MemorySource
 
 
@@ -443,7 +443,7 @@ def _growing_workload(clock: FakeClock, reader: FakeReader, per_call: object) ->
 
 
 def test_a_steady_leak_is_measured_longer_and_confirmed() -> None:
-    from pytest_tfperf import diagnostics
+    from pytest_tfperf.diagnoses import diagnostics
 
     clock = FakeClock()
     reader = FakeReader(clock)
@@ -457,7 +457,7 @@ def test_a_steady_leak_is_measured_longer_and_confirmed() -> None:
 
 
 def test_warm_up_growth_is_measured_longer_and_then_not_accused() -> None:
-    from pytest_tfperf import diagnostics
+    from pytest_tfperf.diagnoses import diagnostics
 
     clock = FakeClock()
     reader = FakeReader(clock)
@@ -548,7 +548,8 @@ def test_the_samples_of_a_pull_and_step_workload_stay_out_of_the_round_too() -> 
 
 _HWM_NOOP_SCRIPT = """
 import json
-from pytest_tfperf import memory_probes, runner
+from pytest_tfperf.probes import memory_probes
+from pytest_tfperf.measuring import runner
 probe = memory_probes.HwmRssProbe()
 out = {"unavailable": probe.unavailable}
 if probe.unavailable is None:

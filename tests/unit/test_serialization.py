@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf import serialization as ser
+from pytest_tfperf.storage import serialization as ser
 from pytest_tfperf.model import Diagnosis, Environment, GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
 
 
@@ -316,8 +316,8 @@ def test_utc_timestamp_refuses_naive_datetimes() -> None:
 def test_storage_modules_import_neither_pytest_tensorflow_nor_pandas() -> None:
     code = (
         "import sys\n"
-        "import pytest_tfperf.serialization, pytest_tfperf.baseline_store, pytest_tfperf.results_json, "
-        "pytest_tfperf.history, pytest_tfperf.atomic_files\n"
+        "import pytest_tfperf.storage.serialization, pytest_tfperf.storage.baseline_store, pytest_tfperf.storage.results_json, "
+        "pytest_tfperf.storage.history, pytest_tfperf.storage.atomic_files\n"
         "bad = sorted(m for m in ('pytest', '_pytest', 'tensorflow', 'pandas', 'numpy') if m in sys.modules)\n"
         "print(','.join(bad))\n"
     )

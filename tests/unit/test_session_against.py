@@ -6,7 +6,7 @@ from typing import Any
 
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.session import TfPerfSession
+from pytest_tfperf.session.session import TfPerfSession
 
 TEST_ID = "tests/test_pipeline.py::test_step"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf import compare_cli
+from pytest_tfperf.cli import compare as compare_cli
 from pytest_tfperf.model import Environment
-from pytest_tfperf.results_json import write_results
-from pytest_tfperf.shards import ShardError, expand_paths, load_shards
+from pytest_tfperf.storage.results_json import write_results
+from pytest_tfperf.reports.shards import ShardError, expand_paths, load_shards
 from tests.unit.test_compare_cli import ENV, measurement
 
 GPU_ENV = Environment(hard=(("cpu_model", "Xeon"), ("gpu", "H100"), ("tensorflow", "2.21.0")))

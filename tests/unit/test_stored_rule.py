@@ -12,11 +12,12 @@ import random
 
 import pytest
 
-from pytest_tfperf import stats, stored_rule
-from pytest_tfperf.compare import Status, Tolerances, judge
+from pytest_tfperf import stats
+from pytest_tfperf.gates import stored_rule
+from pytest_tfperf.gates.rounds import Status, Tolerances, judge
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.runs import RECORD, REFRESH, BaselineRuns, RunSummary
+from pytest_tfperf.storage.runs import RECORD, REFRESH, BaselineRuns, RunSummary
 
 TEST = "tests/t.py::test_step"
 MIB = 2**20

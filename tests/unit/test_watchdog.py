@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from pytest_tfperf import runner
-from pytest_tfperf.watchdog import StallError, StallPolicy, run_watched
+from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.watchdog import StallError, StallPolicy, run_watched
 
 
 def test_deadline_is_a_multiple_of_the_typical_iteration_clamped() -> None:
@@ -64,7 +64,7 @@ def test_disabled_watchdog_runs_on_the_calling_thread() -> None:
 
 
 def test_resource_snapshot_names_process_and_machine_memory() -> None:
-    from pytest_tfperf.watchdog import resource_snapshot
+    from pytest_tfperf.measuring.watchdog import resource_snapshot
 
     text = "\n".join(resource_snapshot())
     assert "process RSS" in text and "available" in text and "swap" in text
@@ -93,7 +93,7 @@ def test_the_first_call_has_only_the_ceiling_as_its_deadline() -> None:
 
 
 def test_a_stalled_thread_is_marked_abandoned_and_listed_until_it_ends() -> None:
-    from pytest_tfperf.watchdog import abandoned_summary, abandoned_threads
+    from pytest_tfperf.measuring.watchdog import abandoned_summary, abandoned_threads
 
     release = threading.Event()
     progress = runner.Progress()
@@ -133,7 +133,7 @@ def test_a_measurement_that_resumes_after_its_stall_stops_instead_of_measuring_o
 
     settings = runner.RunSettings(budget_s=0.5, rounds=5, warmup_s=0.02,
                                   stall=StallPolicy(multiple=10, floor_s=0.3, ceiling_s=5, poll_s=0.02))
-    from pytest_tfperf.watchdog import abandoned_threads
+    from pytest_tfperf.measuring.watchdog import abandoned_threads
 
     before = set(abandoned_threads())
     with pytest.raises(StallError):
@@ -148,8 +148,8 @@ def test_a_measurement_that_resumes_after_its_stall_stops_instead_of_measuring_o
 
 _HARD_EXIT_SCRIPT = """
 import ctypes, sys, time
-from pytest_tfperf import runner
-from pytest_tfperf.watchdog import StallPolicy, run_watched
+from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.watchdog import StallPolicy, run_watched
 
 progress = runner.Progress()
 mode = sys.argv[1]

@@ -1,0 +1,1 @@
+"""The command-line tools: tfperf-compare, tfperf-report and the GPU self-check."""

@@ -1,0 +1,1 @@
+"""What a person reads: terminal and Markdown summaries, the HTML report and its charts, results merged from shards."""
