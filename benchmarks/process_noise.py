@@ -95,7 +95,7 @@ def sequential(n: int, seconds: float) -> list[dict[str, float]]:
 
 
 def turns(n_pairs: int, rounds: int) -> list[dict[str, float]]:
-    from pytest_tfperf.gates.rounds import _signed_rank_null_counts, _signed_rank_p
+    from pytest_tfperf.rank_tests import signed_rank_null_counts, signed_rank_p
 
     out = []
     for i in range(n_pairs):
@@ -116,8 +116,8 @@ def turns(n_pairs: int, rounds: int) -> list[dict[str, float]]:
             p.wait()
         logs = [math.log(y / x) for x, y in zip(times[id(a)], times[id(b)])]
         walsh = sorted((logs[i] + logs[j]) / 2 for i in range(rounds) for j in range(i, rounds))
-        counts = _signed_rank_null_counts(rounds)
-        p_two = 2 * min(_signed_rank_p(logs, counts), _signed_rank_p([-v for v in logs], counts))
+        counts = signed_rank_null_counts(rounds)
+        p_two = 2 * min(signed_rank_p(logs, counts), signed_rank_p([-v for v in logs], counts))
         row = {"estimate": math.expm1(statistics.median(walsh)), "p_two_sided": min(1.0, p_two)}
         out.append(row)
         print(f"pair {i + 1}/{n_pairs}: {row['estimate']:+.2%} (p = {row['p_two_sided']:.2g})", flush=True)

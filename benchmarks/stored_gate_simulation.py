@@ -1,4 +1,4 @@
-"""The stored-baseline rule on synthetic run-to-run noise, through the plugin's own ``compare.judge``.
+"""The stored-baseline rule on synthetic run-to-run noise, through the plugin's own ``gates.stored.judge``.
 
     .venv/bin/python benchmarks/stored_gate_simulation.py [--sd 0.013] [--trials 20000]
 
@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_tfperf.gates.rounds import Status, Tolerances, judge  # noqa: E402
+from pytest_tfperf.gates.stored import judge  # noqa: E402
+from pytest_tfperf.gates.verdict import Status, Tolerances  # noqa: E402
 from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
 from pytest_tfperf.model import Measurement, Timings  # noqa: E402
 from pytest_tfperf.storage.runs import REFRESH, BaselineRuns, RunSummary  # noqa: E402

@@ -28,7 +28,7 @@ Two steps:
    compact file again, without the raw runs; ``--history 5`` counts the 5 processes before each
    baseline as recorded runs, ``--baseline-runs N`` varies the refresh's run count.
 
-How a verdict is made: process ``p``'s run of a test is judged by the plugin's own ``compare.judge``
+How a verdict is made: process ``p``'s run of a test is judged by the plugin's own ``gates.stored.judge``
 against a baseline of the ``BASELINE_RUNS`` processes before it (a refresh measured just before,
 one run per process, as ``--tfperf-update`` records them), with no recorded history (the worst
 case: the fewest degrees of freedom). When that first verdict asks for confirmation, process
@@ -52,7 +52,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pytest_tfperf.gates.rounds import Tolerances, judge
+from pytest_tfperf.gates.stored import judge
+from pytest_tfperf.gates.verdict import Tolerances
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, Timings
 from pytest_tfperf.storage.runs import RECORD, REFRESH, BaselineRuns, summarize  # noqa: E402

@@ -31,7 +31,7 @@ the machine, the re-measure of borderline verdicts, the real probes.
    change"), judged by the plugin against their unchanged baselines.
 5. Paired sessions: ``tfperf.compare`` measures the unchanged chain twice and
    the three slowed chains in one test, rounds interleaved; the study judges
-   each variant against the unchanged one with ``compare.judge_paired`` (same
+   each variant against the unchanged one with ``gates.paired.judge_paired`` (same
    threshold and confidence, a signed-rank test on the per-round ratios of 20
    short interleaved rounds). This is
    what the gate can do when the baseline is measured in the same job (not a
@@ -72,7 +72,7 @@ sys.path.insert(0, str(REPO))
 
 from pytest_tfperf import stats  # noqa: E402
 from pytest_tfperf.catalog.machine_load import own_cpu_s, system_busy_s  # noqa: E402
-from pytest_tfperf.gates.rounds import Tolerances  # noqa: E402
+from pytest_tfperf.gates.verdict import Tolerances  # noqa: E402
 
 MODULE_NAME = "test_gate_workload"
 INJECT_ENV = "TFPERF_VALIDATION_INJECT"  # "none", "slow:ROWS" (chain) or "mem:ROWS" (embedding bag)
@@ -413,7 +413,7 @@ def _node(test_id: str) -> str:
 def verdict_rows(doc: Any, plan: Plan, kind: SessionKind, session: int) -> list[dict[str, Any]]:
     rows = []
     if kind.name == "paired":
-        from pytest_tfperf.gates.rounds import judge_paired
+        from pytest_tfperf.gates.paired import judge_paired
         from pytest_tfperf.storage.serialization import to_json_value
 
         by_test: dict[str, dict[str, Any]] = {}
@@ -760,7 +760,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"**Paired**: the unchanged chain twice and the three slowed chains measured in one test with "
         f"`tfperf.compare` ({PAIRED_ROUNDS} interleaved rounds of about {s['budget_s'] / PAIRED_ROUNDS:.2g} s "
-        f"each), judged by `compare.judge_paired` (same threshold and confidence; one-sided signed-rank test on the "
+        f"each), judged by `gates.paired.judge_paired` (same threshold and confidence; one-sided signed-rank test on the "
         f"per-round throughput ratios; judged once, no re-measure). This is what the gate can do when the baseline "
         f"code is measured in the same job, as `tfperf.compare(..., reference=...)` does:",
         "",

@@ -298,6 +298,11 @@ class Environment:
         return dict(self.soft)
 
 
+def same_environment(a: str, b: str) -> bool:
+    """Whether two environment fingerprints allow comparing what was measured in them: equal, or one unknown ("")."""
+    return not a or not b or a == b
+
+
 @dataclass(frozen=True, slots=True)
 class BudgetViolation:
     """An absolute limit from the marker that a measurement crossed."""
@@ -309,11 +314,13 @@ class BudgetViolation:
     note: str = ""  # what the limit was compared with, when that is not obvious (absolute peak vs added)
 
     def message(self) -> str:
-        text = f"{self.metric}: measured {_fmt(self.measured, self.unit)}, limit {_fmt(self.limit, self.unit)}"
+        measured, limit = format_value(self.measured, self.unit), format_value(self.limit, self.unit)
+        text = f"{self.metric}: measured {measured}, limit {limit}"
         return f"{text} ({self.note})" if self.note else text
 
 
-def _fmt(value: float, unit: str) -> str:
+def format_value(value: float, unit: str) -> str:
+    """A figure with its unit as the reports write it: MiB for bytes, a percentage for a fraction."""
     if unit == "bytes":
         return f"{value / 2**20:,.1f} MiB"
     if unit == "items/s":

@@ -2,7 +2,7 @@
 
 For CI jobs that keep ``--tfperf-json`` artifacts (for example main against a
 pull request, measured on the same runner): every test present in both files
-is judged with ``compare.judge_rounds`` (one run on each side: the within-run rule), one line
+is judged with ``gates.rounds.judge_rounds`` (one run on each side: the within-run rule), one line
 per test, then a summary. Either
 side may be the shards of a suite split over a CI matrix: a directory of
 results files or a quoted glob, merged by ``shards`` (each test keeps its
@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TextIO
 
 from pytest_tfperf.storage.baseline_store import KeyDifference, key_differences
-from pytest_tfperf.gates.rounds import Status, Tolerances, Verdict, judge_rounds
+from pytest_tfperf.gates.rounds import judge_rounds
+from pytest_tfperf.gates.verdict import Status, Tolerances, Verdict
 from pytest_tfperf.model import Environment
 from pytest_tfperf.storage.results_json import ResultsDocument
 from pytest_tfperf.storage.serialization import StorageError

@@ -1,7 +1,7 @@
-"""The regression decision: one measurement against its stored baseline, metric by metric.
+"""The within-run rule: two single runs compared on their rounds (``judge_rounds``, for ``tfperf-compare``).
 
-Pure: no pytest, no TensorFlow, no I/O. ``judge`` (and ``judge_paired``) return a frozen ``Verdict``;
-formatting returns strings and never prints.
+Pure: no pytest, no TensorFlow, no I/O; returns a frozen ``Verdict``. Memory
+and traces are judged as by every gate (``memory``, ``traces``).
 
 Throughput (the noisy metric)
 -----------------------------
@@ -52,104 +52,32 @@ machine. ``benchmarks/validation_study.py`` measures this; see
 ``benchmarks/results/validation.md``. The plugin's answer is to measure the
 other version of the code beside this one (``--tfperf-against``, module
 ``partner``) and judge the pair with ``judge_paired``.
-
-Paired measurements (``judge_paired``)
---------------------------------------
-When both sides were measured in one job with their rounds interleaved
-(``tfperf.compare`` variants, or this test and its partner session's under
-``--tfperf-against``: round ``i`` of each ran side by side), the
-machine's state is shared round by round and cancels in the per-round ratio.
-``judge_paired`` decides on those ratios: the estimate is the Hodges-Lehmann
-estimate of the per-round log throughput ratios; **regressed** when Wilcoxon's
-one-sided signed-rank test on them says slower at the confidence level **and**
-the estimated slowdown exceeds ``d``; improved, noisy (minimum detectable
-change above the tolerance) and the re-measure flag as above, the interval
-being the signed-rank (Walsh average) interval. A rank test, because the
-host's half-speed spells last a second or so and hit one side's round and not
-the other's: a t-test's spread would swell with them. At least 7 rounds are
-needed at 99% (the smallest possible p is 2**-rounds). The two-sample rank
-test of ``judge`` would throw the pairing away: a drift that moves both sides
-alike between rounds hides a slowdown from it. Memory and traces are judged
-as by ``judge``.
-
-Memory and traces (near-deterministic metrics)
-----------------------------------------------
-* Peak memory regresses when ``current - baseline`` exceeds the allowed band
-  ``max(relative * baseline, floor, spread)``. ``spread`` is 1.5 times the
-  larger round-to-round range of the per-round peaks of either side, after
-  removing a linear trend: interleaved tf.data and Keras threads move the TF
-  allocator's peak by a few MiB, the range of 5 rounds covers about two thirds
-  of such jitter's full span (hence 1.5), and a steady leak is a trend, which
-  must not widen the band meant to catch it.
-  Defaults: TF allocator 2% with a 1 MiB floor; RSS and NVML 10% with a 16 MiB
-  floor. A decrease beyond the band is "improved". When the spread alone makes
-  the band wider than ``noisy_cap`` (10%) of the baseline, an unchanged result
-  is reported "noisy".
-* Steady-state ``tf.function`` traces are exact counts: any increase is a
-  regression, a decrease an improvement.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
-from pytest_tfperf import stats
-from pytest_tfperf.gates import stored_rule
-from pytest_tfperf.config import DEFAULT_RUNS
-from pytest_tfperf.storage.runs import BaselineRuns, summarize
-from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.gates.verdict import (  # noqa: F401 - re-exported: compare is where callers find the verdict types
-    MIB,
+from pytest_tfperf import rank_tests, stats
+from pytest_tfperf.gates.memory import judge_memory
+from pytest_tfperf.gates.traces import judge_traces
+from pytest_tfperf.gates.verdict import (
     MetricVerdict,
     Status,
     Tolerances,
     Verdict,
-    _fmt,
-    _overall,
-    _pct,
-    _share,
-    _signed_mib,
-    _unavailable,
-    slowdown_text,
+    check_same_test,
+    clock_too_coarse,
+    format_value,
+    overall_status,
+    percent,
+    signed_percent,
+    throughput_sentence,
+    throughput_status,
+    throughput_verdict,
 )
-
-# ---------------------------------------------------------------------------
-# judge
-
-
-def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *,
-          runs: BaselineRuns | None = None, confirmation: Measurement | None = None) -> Verdict:
-    """The stored-baseline gate: ``current`` against ``baseline`` and its runs, metric by metric.
-
-    ``runs`` are the baseline's runs (each from its own process) and recorded
-    history; without them ``baseline`` counts as a single run, which is too
-    few to judge throughput (see ``stored_rule``). ``confirmation`` is the
-    same test measured in a fresh process after a first verdict with
-    ``needs_confirmation``: a throughput or memory regression stands only if
-    both processes show it.
-    """
-    _check_same_test(current, baseline)
-    if confirmation is not None:
-        _check_same_test(confirmation, baseline)
-    if runs is None or not runs.runs:
-        runs = BaselineRuns(runs=(summarize(baseline, run_id="baseline", recorded_at=""),))
-    metrics = [_judge_stored_throughput(current, confirmation, runs, tolerances)]
-    metrics += _judge_memory(current.memory, baseline.memory, tolerances, runs=runs,
-                             confirmation=None if confirmation is None else confirmation.memory)
-    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                 current_iterations=current.timings.iterations,
-                                 baseline_iterations=baseline.timings.iterations))
-    confirmable = [m for m in metrics if m.status is Status.REGRESSED and m.metric != "traces_steady"]
-    return Verdict(
-        test_id=current.test_id,
-        metrics=tuple(metrics),
-        status=_overall(metrics),
-        needs_remeasure=False,
-        needs_confirmation=confirmation is None and bool(confirmable),
-        confirmed=confirmation is not None,
-    )
+from pytest_tfperf.model import Measurement, Timings
 
 
 def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolerances, *, seed: int = 0) -> Verdict:
@@ -160,102 +88,18 @@ def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolera
     (``benchmarks/results/validation.md``); the gate uses ``judge`` with a
     baseline's runs instead.
     """
-    _check_same_test(current, baseline)
+    check_same_test(current, baseline)
     throughput, borderline = _judge_throughput(current.timings, baseline.timings, tolerances, seed)
     metrics = [throughput]
-    metrics += _judge_memory(current.memory, baseline.memory, tolerances)
-    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                 current_iterations=current.timings.iterations,
-                                 baseline_iterations=baseline.timings.iterations))
+    metrics += judge_memory(current.memory, baseline.memory, tolerances)
+    metrics.append(judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
+                                current_iterations=current.timings.iterations,
+                                baseline_iterations=baseline.timings.iterations))
     return Verdict(
         test_id=current.test_id,
         metrics=tuple(metrics),
-        status=_overall(metrics),
+        status=overall_status(metrics),
         needs_remeasure=borderline,
-    )
-
-
-def _check_same_test(current: Measurement, baseline: Measurement) -> None:
-    if current.test_id != baseline.test_id:
-        raise ValueError(
-            f"judge() compares a test with its own baseline, got current {current.test_id!r} "
-            f"and baseline {baseline.test_id!r}"
-        )
-    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
-        raise ValueError(
-            f"{current.test_id}: refusing to compare measurements from different environments "
-            f"(current {current.environment_id}, baseline {baseline.environment_id}); "
-            "look up the baseline recorded for the current environment fingerprint instead"
-        )
-
-
-def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolerances) -> Verdict:
-    """Compare two measurements whose rounds were interleaved in one job (see "Paired measurements").
-
-    ``current`` and ``baseline`` may be different variants of one test (their
-    ids are not compared); they need the same number of rounds, round ``i``
-    of one measured next to round ``i`` of the other.
-    """
-    if current.environment_id and baseline.environment_id and current.environment_id != baseline.environment_id:
-        raise ValueError(
-            f"{current.test_id}: refusing to compare measurements from different environments "
-            f"(current {current.environment_id}, baseline {baseline.environment_id})"
-        )
-    n_cur, n_base = len(current.timings.round_sizes), len(baseline.timings.round_sizes)
-    if n_cur != n_base:
-        raise ValueError(
-            f"judge_paired() needs rounds measured side by side, got {n_cur} rounds of {current.test_id!r} and "
-            f"{n_base} of {baseline.test_id!r}; measure both in one tfperf.compare() call, or use judge()"
-        )
-    throughput, borderline = _judge_throughput_paired(current.timings, baseline.timings, tolerances)
-    metrics = [throughput]
-    metrics += _judge_memory(current.memory, baseline.memory, tolerances)
-    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                 current_iterations=current.timings.iterations,
-                                 baseline_iterations=baseline.timings.iterations))
-    return Verdict(test_id=current.test_id, metrics=tuple(metrics), status=_overall(metrics),
-                   needs_remeasure=borderline)
-
-
-
-# -- throughput -------------------------------------------------------------
-
-
-def _throughput_status(p_slower: float, p_faster: float, change: float, ci: tuple[float, float], mde: float,
-                       tol: Tolerances) -> tuple[Status, bool]:
-    """The rule both gates share: significant and past half the tolerance; borderline when the CI straddles it."""
-    alpha = 1.0 - tol.confidence
-    d = tol.throughput_decision_threshold
-    if p_slower <= alpha and -change > d:
-        status = Status.REGRESSED
-    elif p_faster <= alpha and change > tol.throughput:
-        status = Status.IMPROVED
-    elif mde > tol.throughput:
-        status = Status.NOISY
-    else:
-        status = Status.UNCHANGED
-    return status, -ci[1] < d < -ci[0]
-
-
-def _throughput_verdict(base_value: float, cur_value: float, change: float, ci: tuple[float, float],
-                        status: Status, mde: float, message: str, tol: Tolerances,
-                        p_slower: float) -> MetricVerdict:
-    """The throughput verdict of either gate (stored or paired): same fields, same threshold."""
-    return MetricVerdict(
-        metric="throughput",
-        unit="items/s",
-        direction=Direction.HIGHER_IS_BETTER,
-        baseline_value=base_value,
-        current_value=cur_value,
-        relative_change=change,
-        ci_low=ci[0],
-        ci_high=ci[1],
-        status=status,
-        minimum_detectable_change=mde,
-        message=message,
-        confidence=tol.confidence,
-        p_value=p_slower,
-        decision_threshold=-tol.throughput_decision_threshold,
     )
 
 
@@ -266,9 +110,7 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
     base_medians = [stats.median(r) for r in base_rounds]
     cur_medians = [stats.median(r) for r in cur_rounds]
     if min(base_medians + cur_medians) <= 0:
-        msg = (f"{name}: not compared: a round's median iteration time is 0 ns, so the clock is too coarse "
-               "for this workload; give each iteration more work")
-        return _unavailable(name, unit, Direction.HIGHER_IS_BETTER, msg), False
+        return clock_too_coarse(), False
 
     base_value = baseline.throughput_per_s
     cur_value = current.throughput_per_s
@@ -283,8 +125,8 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
 
     base_log = [math.log(baseline.items_per_iteration * 1e9 / m) for m in base_medians]
     cur_log = [math.log(current.items_per_iteration * 1e9 / m) for m in cur_medians]
-    slower = stats.mann_whitney_greater(base_log, cur_log)
-    faster = stats.mann_whitney_greater(cur_log, base_log)
+    slower = rank_tests.mann_whitney_greater(base_log, cur_log)
+    faster = rank_tests.mann_whitney_greater(cur_log, base_log)
     alpha = 1.0 - tol.confidence
     d = tol.throughput_decision_threshold
 
@@ -295,494 +137,35 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
         mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=df, threshold=-math.log1p(-d))
         mde = -math.expm1(-mde_log)  # as a fraction of throughput lost
 
-    status, borderline = _throughput_status(slower.p_value, faster.p_value, change, (ci_low, ci_high), mde, tol)
+    status, borderline = throughput_status(slower.p_value, faster.p_value, change, (ci_low, ci_high), mde, tol)
 
-    conf = _share(tol.confidence)
-    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)}, "
-            f"{conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
+    conf = percent(tol.confidence)
+    head = (f"{name}: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
+            f"({signed_percent(change)}, "
+            f"{conf} CI {signed_percent(ci_low)} to {signed_percent(ci_high)})")
     test = (f"one-sided rank test over {len(base_log)} baseline vs {len(cur_log)} current rounds")
     noisy = ("too noisy to decide: " + _noise_reason(slower, alpha, mde, base_log, cur_log, tol)
              if status is Status.NOISY else "")
-    body = _throughput_sentence(status, change, mde, tol, test, slower.p_value, faster.p_value, noisy)
-    verdict = _throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
-                                  f"{head}: {body}", tol, slower.p_value)
+    body = throughput_sentence(status, change, mde, tol, test, slower.p_value, faster.p_value, noisy)
+    verdict = throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
+                                 f"{head}: {body}", tol, slower.p_value)
     return verdict, borderline
 
 
-def _throughput_sentence(status: Status, change: float, mde: float, tol: Tolerances, test: str,
-                         p_slower: float, p_faster: float, noisy: str) -> str:
-    """The verdict's sentence, worded alike for the stored and the paired rule; ``noisy`` is the rule's own."""
-    d, conf, tolerance = tol.throughput_decision_threshold, _share(tol.confidence), _share(tol.throughput)
-    if status is Status.REGRESSED:
-        return (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
-                f"(tolerance {tolerance}), with {conf} confidence ({test}: p = {p_slower:.2g})")
-    if status is Status.IMPROVED:
-        return (f"faster than the baseline by {change:.1%}, beyond the {tolerance} tolerance, "
-                f"with {conf} confidence ({test}: p = {p_faster:.2g})")
-    if status is Status.NOISY:
-        return noisy
-    return (f"unchanged within the {d:.1%} decision threshold (tolerance {tolerance}; "
-            f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
-
-
-def _judge_stored_throughput(current: Measurement, confirmation: Measurement | None, runs: BaselineRuns,
-                             tol: Tolerances) -> MetricVerdict:
-    """Throughput against the prediction bound of the baseline's runs (``stored_rule``)."""
-    name, unit = "throughput", "items/s"
-    values = [current.throughput_per_s] + ([] if confirmation is None else [confirmation.throughput_per_s])
-    base = runs.throughputs()
-    if not base or min(values) <= 0 or not all(math.isfinite(v) for v in values):
-        return _unavailable(name, unit, Direction.HIGHER_IS_BETTER,
-                            f"{name}: not compared: the baseline or this run has no positive throughput")
-    own = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
-    spread = dataclasses.replace(own, sd=max(own.sd, runs.machine_spread)) if own.known else own
-    d = tol.throughput_decision_threshold
-    confidence = tol.stored_throughput_confidence
-    call = stored_rule.judge_throughput(spread, values, confidence=confidence, threshold=d,
-                                        tolerance=tol.throughput)
-    base_value = math.exp(spread.level)
-    cur_value = math.exp(math.fsum(math.log(v) for v in values) / len(values))
-    n, k = spread.n_runs, spread.n_history
-    behind = f"{n} baseline run{'s' if n != 1 else ''}" + (f" and {k} recorded run{'s' if k != 1 else ''}" if k else "")
-    common = dict(metric=name, unit=unit, direction=Direction.HIGHER_IS_BETTER, baseline_value=base_value,
-                  current_value=cur_value, relative_change=call.change, confidence=confidence,
-                  decision_threshold=-d, baseline_runs=n, history_runs=k)
-    if call.status == "unknown":
-        message = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}): not judged: "
-                   f"the baseline has {behind} of this environment, and the gate needs at least "
-                   f"{stored_rule.MIN_RUNS} runs, each in its own process, to learn how far this machine's speed "
-                   f"moves between processes (one process cannot tell a slow process from a slowdown); refresh "
-                   f"it with `pytest --tfperf --tfperf-update` (it measures {DEFAULT_RUNS} runs) or "
-                   "record runs on the main branch with --tfperf-record")
-        return MetricVerdict(**common, ci_low=None, ci_high=None, status=Status.NOISY,  # type: ignore[arg-type]
-                             minimum_detectable_change=math.inf, message=message)
-    conf = _share(confidence)
-    per_run = [math.expm1(math.log(v) - spread.level) for v in values]
-    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}, "
-            f"{conf} CI {_pct(call.ci_low)} to {_pct(call.ci_high)})")
-    floored = runs.machine_spread > 0 and own.sd < runs.machine_spread
-    varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this machine's "
-              f"tests typically by {math.expm1(runs.machine_spread):.1%}, the spread assumed"
-              if floored else f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})")
-    spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
-    limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
-    if call.detection_limit > tol.throughput:
-        limit_text += (f", wider than the {_share(tol.throughput)} tolerance: for finer changes on this machine, "
-                       "measure the other version beside this one with --tfperf-against=origin/main")
-    if call.status == "regressed":
-        status = Status.REGRESSED
-        if confirmation is None:
-            seen = f"this process ran {-per_run[0]:.1%} slower than the baseline, below its bound"
-        else:
-            seen = (f"this process ran {-per_run[0]:.1%} and a fresh process {-per_run[1]:.1%} slower than the "
-                    "baseline, both below its bound")
-        body = (f"slower than the baseline: {seen}; {spread_text} (p = {call.p_value:.2g}), and the change is beyond "
-                f"the {d:.1%} decision threshold; {limit_text}")
-    elif call.status == "improved":
-        status = Status.IMPROVED
-        body = (f"faster than the baseline by {call.change:.1%}, above its {conf} prediction bound and beyond the "
-                f"{_share(tol.throughput)} tolerance; {spread_text}")
-    else:
-        status = Status.UNCHANGED
-        if confirmation is not None and len(per_run) == 2:
-            body = (f"not confirmed: this process ran {_pct(per_run[0])} against the baseline, but a fresh process "
-                    f"ran {_pct(per_run[1])}; {spread_text}; {limit_text}")
-        else:
-            body = f"unchanged: within the bound; {spread_text}; {limit_text}"
-    return MetricVerdict(**common, ci_low=call.ci_low, ci_high=call.ci_high, status=status,  # type: ignore[arg-type]
-                         minimum_detectable_change=call.detection_limit, message=f"{head}: {body}",
-                         p_value=call.p_value)
-
-
-def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerances) -> tuple[MetricVerdict, bool]:
-    name, unit = "throughput", "items/s"
-    pairs = [(stats.median(b), stats.median(c)) for b, c in zip(baseline.rounds, current.rounds) if b and c]
-    if any(b <= 0 or c <= 0 for b, c in pairs):
-        msg = (f"{name}: not compared: a round's median iteration time is 0 ns, so the clock is too coarse "
-               "for this workload; give each iteration more work")
-        return _unavailable(name, unit, Direction.HIGHER_IS_BETTER, msg), False
-    # log(current throughput / baseline throughput), round by round
-    logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in pairs]
-    return _judge_paired_log_ratios(logs, baseline.throughput_per_s, current.throughput_per_s, tol,
-                                    pairs_are="interleaved rounds", more="measure with more rounds")
-
-
-def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value: float, tol: Tolerances, *,
-                             pairs_are: str, more: str) -> tuple[MetricVerdict, bool]:
-    """The paired rule on log(current / baseline) throughput ratios, one per pair (rounds or sessions)."""
-    name, unit = "throughput", "items/s"
-    n = len(logs)
-    alpha = 1.0 - tol.confidence
-    d = tol.throughput_decision_threshold
-    walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
-    change = math.expm1(stats.median(walsh))  # Hodges-Lehmann estimate of the per-pair log ratio
-    counts = _signed_rank_null_counts(n)
-    p_slower = _signed_rank_p(logs, counts)
-    p_faster = _signed_rank_p([-v for v in logs], counts)
-    # Interval: Walsh averages between the signed-rank test's critical ranks.
-    k = _signed_rank_critical(counts, (1.0 - tol.confidence) / 2.0)
-    ci_low, ci_high = math.expm1(walsh[k]), math.expm1(walsh[len(walsh) - 1 - k])
-    if 1.0 / 2**n > alpha:
-        mde = math.inf
-    else:
-        # Normal theory with a robust spread; the signed-rank test's efficiency is 3/pi of the t-test's.
-        se = stats.mad(logs) * 1.4826 * math.sqrt(math.pi / 3.0 / n)
-        mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=float(n - 1),
-                                                  threshold=-math.log1p(-d))
-        mde = -math.expm1(-mde_log)
-
-    status, borderline = _throughput_status(p_slower, p_faster, change, (ci_low, ci_high), mde, tol)
-
-    conf = _share(tol.confidence)
-    head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(change)} over {n} {pairs_are}, "
-            f"{conf} CI {_pct(ci_low)} to {_pct(ci_high)})")
-    test = f"one-sided signed-rank test over {n} {pairs_are}"
-    if status is Status.NOISY and math.isinf(mde):
-        noisy = (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach {conf} "
-                 f"confidence (smallest possible p = {1.0 / 2**n:.2g}); measure at least "
-                 f"{_paired_rounds_needed(alpha)} {pairs_are}")
-    else:
-        noisy = (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
-                 f"are caught {_share(tol.power)} of the time, more than the {_share(tol.throughput)} tolerance; "
-                 f"{more}")
-    body = _throughput_sentence(status, change, mde, tol, test, p_slower, p_faster, noisy)
-    verdict = _throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
-                                  f"{head}: {body}", tol, p_slower)
-    return verdict, borderline
-
-
-def _signed_rank_null_counts(n: int) -> list[int]:
-    """Number of sign patterns of ranks 1..n whose positive ranks sum to 0, 1, ..., n(n+1)/2."""
-    counts = [1] + [0] * (n * (n + 1) // 2)
-    for rank in range(1, n + 1):
-        for total in range(len(counts) - 1, rank - 1, -1):
-            counts[total] += counts[total - rank]
-    return counts
-
-
-def _signed_rank_p(values: Sequence[float], counts: Sequence[int]) -> float:
-    """Exact one-sided p of Wilcoxon's signed-rank test, alternative: the values tend to be negative.
-
-    Ties in absolute value get their average rank (the p-value is then
-    approximate); exact zeros count half on each side.
-    """
-    n = len(values)
-    order = sorted(range(n), key=lambda i: abs(values[i]))
-    ranks = [0.0] * n
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and abs(values[order[j + 1]]) == abs(values[order[i]]):
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    positive = sum(r for r, v in zip(ranks, values) if v > 0) + sum(r / 2.0 for r, v in zip(ranks, values) if v == 0)
-    at_most = math.floor(positive + 1e-9)
-    return sum(counts[: at_most + 1]) / 2**n
-
-
-def _signed_rank_critical(counts: Sequence[int], tail: float) -> int:
-    """Largest k with P(W < k) <= tail: the 0-based index of the interval's lower Walsh average."""
-    total = sum(counts)
-    k, below = 0, 0
-    while k < len(counts) and (below + counts[k]) / total <= tail:
-        below += counts[k]
-        k += 1
-    return k
-
-
-def _paired_rounds_needed(alpha: float) -> int:
-    n = 1
-    while 1.0 / 2**n > alpha:
-        n += 1
-    return n
-
-
-def _noise_reason(slower: stats.RankTest, alpha: float, mde: float, base_log: Sequence[float],
+def _noise_reason(slower: rank_tests.RankTest, alpha: float, mde: float, base_log: Sequence[float],
                   cur_log: Sequence[float], tol: Tolerances) -> str:
     if slower.min_p_value > alpha:
-        needed = _rounds_needed(alpha)
+        needed = rank_tests.fewest_samples(alpha, rank_tests.rank_sum_smallest_p)
         return (f"with {slower.n_x} baseline and {slower.n_y} current rounds no rank test can reach "
-                f"{_share(tol.confidence)} confidence (smallest possible p = {slower.min_p_value:.2g}); "
+                f"{percent(tol.confidence)} confidence (smallest possible p = {slower.min_p_value:.2g}); "
                 f"measure at least {needed} rounds on each side")
-    base_cv = _log_spread(base_log)
-    cur_cv = _log_spread(cur_log)
+    base_cv = _variation(base_log)
+    cur_cv = _variation(cur_log)
     return (f"the rounds vary by {base_cv:.1%} (baseline) and {cur_cv:.1%} (current), so only slowdowns of "
-            f"{mde:.1%} or more are caught {_share(tol.power)} of the time, more than the {_share(tol.throughput)} "
+            f"{mde:.1%} or more are caught {percent(tol.power)} of the time, more than the {percent(tol.throughput)} "
             "tolerance; measure on a quieter machine, with longer rounds, or with more rounds")
 
 
-def _rounds_needed(alpha: float) -> int:
-    n = 1
-    while 1.0 / math.comb(2 * n, n) > alpha:
-        n += 1
-    return n
-
-
-def _log_spread(values: Sequence[float]) -> float:
-    return math.expm1(stats.stdev(values)) if len(values) > 1 else math.nan
-
-
-# -- memory -----------------------------------------------------------------
-
-
-def _judge_memory(current: Sequence[MemoryPeak], baseline: Sequence[MemoryPeak],
-                  tol: Tolerances, *, runs: BaselineRuns | None = None,
-                  confirmation: Sequence[MemoryPeak] | None = None) -> list[MetricVerdict]:
-    out: list[MetricVerdict] = []
-    keys: list[tuple[MemorySource, str]] = []
-    for peak in list(baseline) + list(current):
-        if (peak.source, peak.device) not in keys:
-            keys.append((peak.source, peak.device))
-    for source, device in keys:
-        base = _find(baseline, source, device)
-        cur = _find(current, source, device)
-        name = (base or cur).metric_name  # type: ignore[union-attr]
-        if base is None or cur is None:
-            side = "baseline" if base is None else "current measurement"
-            msg = f"{name}: not compared: the {side} has no {source.value} figure for {device}"
-            out.append(_unavailable(name, "bytes", Direction.LOWER_IS_BETTER, msg))
-        elif base.peak_bytes is None or cur.peak_bytes is None:
-            why = base.unavailable if base.peak_bytes is None else cur.unavailable
-            side = "baseline" if base.peak_bytes is None else "current measurement"
-            msg = f"{name}: not compared: unavailable in the {side} ({why})"
-            out.append(_unavailable(name, "bytes", Direction.LOWER_IS_BETTER, msg))
-        else:
-            again = None if confirmation is None else _find(confirmation, source, device)
-            out.append(_judge_one_memory(name, base, cur, tol, runs=runs,
-                                         confirmation=again if again is not None and again.available else None))
-    return out
-
-
-def _find(peaks: Sequence[MemoryPeak], source: MemorySource, device: str) -> MemoryPeak | None:
-    for p in peaks:
-        if p.source is source and p.device == device:
-            return p
-    return None
-
-
-# The range of n uniform draws covers (n - 1) / (n + 1) of their span: 2/3 for 5 rounds.
-_SPREAD_MARGIN = 1.5
-
-
-def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Tolerances, *,
-                      runs: BaselineRuns | None = None, confirmation: MemoryPeak | None = None) -> MetricVerdict:
-    assert base.peak_bytes is not None and cur.peak_bytes is not None
-    rel, floor = tol.memory_band(base.source)
-    # The workload's own peak: what each round added above the memory in use
-    # when it began, so leftovers of earlier tests or of an interleaved
-    # variant do not move it.
-    stored = runs.memory(name) if runs is not None else []
-    between_runs = stored_rule.run_spread([float(v) for v in stored],
-                                          [float(v) for v in runs.history_memory(name)] if runs is not None else [])
-    base_b = between_runs.level if stored else float(base.added_bytes or 0)
-    cur_b = float(cur.added_bytes or 0)
-    configured = max(rel * base_b, float(floor))
-    spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_added_bytes),
-                                  round_spread_bytes(cur.per_round_added_bytes))
-    # Processes differ more than one process's rounds do (the executor's op order, allocator state): the
-    # prediction bound over the baseline's runs, when there are enough of them to estimate it.
-    between = between_runs.prediction_half_width(tol.confidence) if between_runs.known else 0.0
-    allowed = max(configured, spread, between)
-    delta = cur_b - base_b
-    again = None if confirmation is None else float(confirmation.added_bytes or 0) - base_b
-    change = delta / base_b if base_b > 0 else None
-    mdc = allowed / base_b if base_b > 0 else None
-    noise_limited = base_b > 0 and max(spread, between) > configured and max(spread, between) > tol.noisy_cap * base_b
-    if delta > allowed and (again is None or again > allowed):
-        status = Status.REGRESSED
-    elif -delta > allowed:
-        status = Status.IMPROVED
-    elif noise_limited:
-        status = Status.NOISY
-    else:
-        status = Status.UNCHANGED
-
-    pct = f"{_pct(change)}, " if change is not None else ""
-    head = f"{name}: {_fmt(base_b, 'bytes')} -> {_fmt(cur_b, 'bytes')} ({pct}{_signed_mib(delta)})"
-    if between_runs.known:
-        runs_part = (f", {_share(tol.confidence)} bound over {between_runs.n_runs} runs in separate processes = "
-                     f"{_fmt(between, 'bytes')}")
-    elif stored:
-        runs_part = f"; between-process spread unknown: {len(stored)} run(s), {stored_rule.MIN_RUNS} needed"
-    else:
-        runs_part = ""
-    band = (f"allowed {_signed_mib(allowed)} = max({_share(rel)} of baseline, floor {_fmt(floor, 'bytes')}, "
-            f"1.5 x round-to-round spread = {_fmt(spread, 'bytes')}{runs_part})")
-    if status is Status.REGRESSED:
-        seen = "" if again is None else f" (a fresh process added {_signed_mib(again)}: confirmed)"
-        body = f"more memory than the baseline beyond the band{seen}: {band}; peaks are measured, not estimated"
-    elif status is Status.IMPROVED:
-        body = f"less memory than the baseline beyond the band: {band}"
-    elif status is Status.NOISY:
-        body = (f"too noisy to decide: the per-round peaks vary so much that only changes "
-                f"beyond {_signed_mib(allowed)} are caught; {band}")
-    elif again is not None and delta > allowed:
-        body = f"not confirmed: a fresh process added {_signed_mib(again)}, within the band: {band}"
-    else:
-        body = f"unchanged: {band}"
-    return MetricVerdict(
-        baseline_runs=len(stored) or None,
-        metric=name,
-        unit="bytes",
-        direction=Direction.LOWER_IS_BETTER,
-        baseline_value=base_b,
-        current_value=cur_b,
-        relative_change=change,
-        ci_low=None,
-        ci_high=None,
-        status=status,
-        minimum_detectable_change=mdc,
-        message=f"{head}: {body}",
-        decision_threshold=mdc,
-    )
-
-
-def round_spread_bytes(per_round: Sequence[int]) -> float:
-    """Range of per-round peaks after removing a least-squares linear trend.
-
-    The trend is removed because a leak makes later rounds peak higher: that is
-    the signal, not noise, and must not widen the band that should catch it.
-    """
-    k = len(per_round)
-    if k < 2:
-        return 0.0
-    if k == 2:
-        return float(abs(per_round[1] - per_round[0]))
-    fit = stats.linear_fit(list(range(k)), [float(v) for v in per_round])
-    residuals = [v - fit.predict(i) for i, v in enumerate(per_round)]
-    return max(residuals) - min(residuals)
-
-
-# -- traces -----------------------------------------------------------------
-
-
-def _judge_traces(current: int | None, baseline: int | None, tol: Tolerances, *,
-                  current_iterations: int = 1, baseline_iterations: int = 1) -> MetricVerdict:
-    """Steady-state traces: an exact count when the baseline had none, else a rate per iteration.
-
-    A workload that retraces on every call traces as often as calibration
-    makes it iterate, which differs between runs; its count is compared as
-    traces per iteration, scaled to this run's iterations.
-    """
-    name, unit = "traces_steady", "traces"
-    if current is None or baseline is None:
-        side = "baseline" if baseline is None else "current measurement"
-        msg = f"{name}: not compared: the {side} has no tf.function trace count"
-        return _unavailable(name, unit, Direction.LOWER_IS_BETTER, msg)
-    expected = float(baseline)
-    if baseline > 0 and baseline_iterations > 0:
-        expected = baseline / baseline_iterations * current_iterations
-    delta = current - expected
-    change = delta / expected if expected > 0 else None
-    scaled = (f" (baseline {baseline} in {baseline_iterations} iterations, scaled to {expected:.1f} "
-              f"for this run's {current_iterations})" if baseline > 0 else "")
-    head = f"{name}: {baseline} -> {current} tf.function traces after warm-up{scaled}"
-    # Rounding slack of 1% applies only to rates; an exact count of 0 allows no trace at all.
-    slack = tol.traces_steady_increase + (0.01 * expected if baseline > 0 else 0.0)
-    if delta > slack:
-        status = Status.REGRESSED
-        body = ("more retracing than the baseline (exact count; "
-                + ("any increase fails" if tol.traces_steady_increase == 0
-                   else f"allowed increase {tol.traces_steady_increase}")
-                + "): a tf.function is traced again in the steady state, usually because of Python scalars "
-                  "or changing shapes in its arguments")
-    elif delta < -slack:
-        status, body = Status.IMPROVED, "fewer traces than the baseline"
-    else:
-        status, body = Status.UNCHANGED, "unchanged"
-    return MetricVerdict(
-        metric=name,
-        unit=unit,
-        direction=Direction.LOWER_IS_BETTER,
-        baseline_value=expected,
-        current_value=float(current),
-        relative_change=change,
-        ci_low=None,
-        ci_high=None,
-        status=status,
-        minimum_detectable_change=None,
-        message=f"{head}: {body}",
-    )
-
-
-# ---------------------------------------------------------------------------
-# pool
-
-
-def pool(a: Measurement, b: Measurement) -> Measurement:
-    """Merge two measurements of the same test (the confirmation re-measure) by concatenating rounds.
-
-    Timings: rounds of ``a`` then ``b``; the first call is ``a``'s (the cold
-    one). Memory: per (source, device) the larger peak and both rounds' peaks;
-    a figure missing on one side is taken from the other. Traces: the larger
-    steady-state count (a retrace in either is a retrace). Diagnoses: ``a``'s,
-    then ``b``'s new ones. Extra metrics: ``a``'s, then names only ``b`` has.
-    """
-    if a.test_id != b.test_id:
-        raise ValueError(f"pool() merges two measurements of one test, got {a.test_id!r} and {b.test_id!r}")
-    if a.mode != b.mode:
-        raise ValueError(f"{a.test_id}: cannot pool a {a.mode!r} measurement with a {b.mode!r} one")
-    if a.timings.items_per_iteration != b.timings.items_per_iteration:
-        raise ValueError(
-            f"{a.test_id}: cannot pool measurements with {a.timings.items_per_iteration} and "
-            f"{b.timings.items_per_iteration} items per iteration"
-        )
-    if a.environment_id and b.environment_id and a.environment_id != b.environment_id:
-        raise ValueError(f"{a.test_id}: cannot pool measurements from different environments")
-    timings = Timings(
-        samples_ns=a.timings.samples_ns + b.timings.samples_ns,
-        round_sizes=a.timings.round_sizes + b.timings.round_sizes,
-        items_per_iteration=a.timings.items_per_iteration,
-        first_call_ns=a.timings.first_call_ns,
-    )
-    memory: list[MemoryPeak] = []
-    for peak in a.memory:
-        memory.append(_pool_peak(peak, _find(b.memory, peak.source, peak.device)))
-    for peak in b.memory:
-        if _find(a.memory, peak.source, peak.device) is None:
-            memory.append(peak)
-    # Diagnoses and derived metrics describe a whole measurement: the later one
-    # stands for the pair (its figures are the freshest), the earlier fills gaps.
-    from pytest_tfperf.probes import gpu_busy
-
-    later_kinds = {d.kind for d in b.diagnoses}
-    later_extras = {name for name, _ in b.extra_metrics}
-    return Measurement(
-        test_id=a.test_id,
-        mode=a.mode,
-        timings=timings,
-        memory=tuple(memory),
-        traces_first_call=a.traces_first_call if a.traces_first_call is not None else b.traces_first_call,
-        traces_steady=_max_optional(a.traces_steady, b.traces_steady),
-        diagnoses=b.diagnoses + tuple(d for d in a.diagnoses if d.kind not in later_kinds),
-        extra_metrics=b.extra_metrics + tuple((k, v) for k, v in a.extra_metrics if k not in later_extras),
-        environment_id=a.environment_id or b.environment_id,
-        gpu_busy=gpu_busy.pool(a.gpu_busy, b.gpu_busy),
-    )
-
-
-def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:
-    if b is None or b.peak_bytes is None:
-        return a
-    if a.peak_bytes is None:
-        return b
-    return MemoryPeak(
-        source=a.source,
-        device=a.device,
-        peak_bytes=max(a.peak_bytes, b.peak_bytes),
-        baseline_bytes=a.baseline_bytes,
-        per_round_peak_bytes=a.per_round_peak_bytes + b.per_round_peak_bytes,
-        per_round_start_bytes=(a.per_round_start_bytes + b.per_round_start_bytes
-                               if a.per_round_start_bytes and b.per_round_start_bytes else ()),
-        scope=a.scope if a.scope == b.scope else "", detail=a.detail,
-    )
-
-
-def _max_optional(x: int | None, y: int | None) -> int | None:
-    if x is None:
-        return y
-    if y is None:
-        return x
-    return max(x, y)
+def _variation(logs: Sequence[float]) -> float:
+    """How much values vary, as a fraction, from the standard deviation of their logs (nan: fewer than 2)."""
+    return math.expm1(stats.stdev(logs)) if len(logs) > 1 else math.nan

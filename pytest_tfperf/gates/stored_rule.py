@@ -1,6 +1,6 @@
 """The stored-baseline rule: is this run outside what the baseline's runs predict for a new process?
 
-Pure: no pytest, no TensorFlow, no I/O. ``compare.judge`` calls it for
+Pure: no pytest, no TensorFlow, no I/O. ``gates.stored.judge`` calls it for
 throughput and for memory when the baseline holds several runs.
 
 Why a prediction bound over runs

@@ -1,8 +1,10 @@
-"""What a comparison decides: the verdict types every gate returns, and their wording helpers.
+"""What a comparison decides: the verdict types every gate returns, and the wording they share.
 
 Pure data and text: no statistics, no pytest, no TensorFlow. The rules that
-fill these in live in ``compare`` (stored and paired gates, memory, traces)
-and ``stored_rule`` (the between-process prediction bound of stored baselines).
+fill these in are the other modules of ``gates``: ``stored`` (with
+``stored_rule``), ``paired`` and ``rounds`` for throughput, ``memory`` and
+``traces`` for the rest. The throughput decision and sentence that the
+within-run rules (``rounds``, ``paired``) share are here, so both say it alike.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_tfperf.model import Direction, MemorySource
+from pytest_tfperf.model import Direction, Measurement, MemorySource, format_value, same_environment
 
 
 MIB = 2**20
@@ -207,16 +209,14 @@ class Verdict:
         return f"{self.test_id}: {what}: refresh the baseline to lock in the gain: {refresh_hint}"
 
 
-
-
-def _overall(metrics: Sequence[MetricVerdict]) -> Status:
+def overall_status(metrics: Sequence[MetricVerdict]) -> Status:
     for status in _PRIORITY:
         if any(m.status is status for m in metrics):
             return status
     return Status.UNAVAILABLE
 
 
-def _unavailable(name: str, unit: str, direction: Direction, message: str) -> MetricVerdict:
+def unavailable(name: str, unit: str, direction: Direction, message: str) -> MetricVerdict:
     return MetricVerdict(
         metric=name,
         unit=unit,
@@ -232,16 +232,88 @@ def _unavailable(name: str, unit: str, direction: Direction, message: str) -> Me
     )
 
 
+def check_same_test(current: Measurement, baseline: Measurement) -> None:
+    """Refuse to judge a test against another test's baseline, or across environments."""
+    if current.test_id != baseline.test_id:
+        raise ValueError(
+            f"judge() compares a test with its own baseline, got current {current.test_id!r} "
+            f"and baseline {baseline.test_id!r}"
+        )
+    if not same_environment(current.environment_id, baseline.environment_id):
+        raise ValueError(
+            f"{current.test_id}: refusing to compare measurements from different environments "
+            f"(current {current.environment_id}, baseline {baseline.environment_id}); "
+            "look up the baseline recorded for the current environment fingerprint instead"
+        )
+
+
+def clock_too_coarse() -> MetricVerdict:
+    """The throughput verdict when a round's median iteration took 0 ns: nothing to divide by."""
+    return unavailable("throughput", "items/s", Direction.HIGHER_IS_BETTER,
+                       "throughput: not compared: a round's median iteration time is 0 ns, so the clock is too "
+                       "coarse for this workload; give each iteration more work")
+
+
+# ---------------------------------------------------------------------------
+# throughput: what the within-run rules (rounds, paired) decide and say alike
+
+
+def throughput_status(p_slower: float, p_faster: float, change: float, ci: tuple[float, float], mde: float,
+                       tol: Tolerances) -> tuple[Status, bool]:
+    """The rule both gates share: significant and past half the tolerance; borderline when the CI straddles it."""
+    alpha = 1.0 - tol.confidence
+    d = tol.throughput_decision_threshold
+    if p_slower <= alpha and -change > d:
+        status = Status.REGRESSED
+    elif p_faster <= alpha and change > tol.throughput:
+        status = Status.IMPROVED
+    elif mde > tol.throughput:
+        status = Status.NOISY
+    else:
+        status = Status.UNCHANGED
+    return status, -ci[1] < d < -ci[0]
+
+
+def throughput_verdict(base_value: float, cur_value: float, change: float, ci: tuple[float, float],
+                        status: Status, mde: float, message: str, tol: Tolerances,
+                        p_slower: float) -> MetricVerdict:
+    """The throughput verdict of either gate (stored or paired): same fields, same threshold."""
+    return MetricVerdict(
+        metric="throughput",
+        unit="items/s",
+        direction=Direction.HIGHER_IS_BETTER,
+        baseline_value=base_value,
+        current_value=cur_value,
+        relative_change=change,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        status=status,
+        minimum_detectable_change=mde,
+        message=message,
+        confidence=tol.confidence,
+        p_value=p_slower,
+        decision_threshold=-tol.throughput_decision_threshold,
+    )
+
+
+def throughput_sentence(status: Status, change: float, mde: float, tol: Tolerances, test: str,
+                         p_slower: float, p_faster: float, noisy: str) -> str:
+    """The verdict's sentence, worded alike for the stored and the paired rule; ``noisy`` is the rule's own."""
+    d, conf, tolerance = tol.throughput_decision_threshold, percent(tol.confidence), percent(tol.throughput)
+    if status is Status.REGRESSED:
+        return (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
+                f"(tolerance {tolerance}), with {conf} confidence ({test}: p = {p_slower:.2g})")
+    if status is Status.IMPROVED:
+        return (f"faster than the baseline by {change:.1%}, beyond the {tolerance} tolerance, "
+                f"with {conf} confidence ({test}: p = {p_faster:.2g})")
+    if status is Status.NOISY:
+        return noisy
+    return (f"unchanged within the {d:.1%} decision threshold (tolerance {tolerance}; "
+            f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+
+
 # ---------------------------------------------------------------------------
 # formatting
-
-
-def _fmt(value: float, unit: str) -> str:
-    if unit == "bytes":
-        return f"{value / MIB:,.1f} MiB"
-    if unit == "items/s":
-        return f"{value:,.1f} items/s"
-    return f"{value:g} {unit}"
 
 
 def slowdown_text(fraction_lost: float) -> str:
@@ -253,19 +325,19 @@ def slowdown_text(fraction_lost: float) -> str:
     return f"{1.0 / (1.0 - fraction_lost):.1f}x"
 
 
-def _pct(fraction: float | None) -> str:
+def signed_percent(fraction: float | None) -> str:
     if fraction is None:
         return "n/a"
     return f"{fraction * 100:+.1f}%"
 
 
-def _share(fraction: float) -> str:
+def percent(fraction: float) -> str:
     """A fraction as a percentage without noise digits: 0.1 -> '10%', 0.075 -> '7.5%', 0.995 -> '99.5%'."""
     text = f"{fraction * 100:.2f}".rstrip("0").rstrip(".")
     return f"{text}%"
 
 
-def _signed_mib(delta_bytes: float) -> str:
+def signed_mib(delta_bytes: float) -> str:
     return f"{delta_bytes / MIB:+,.1f} MiB"
 
 
@@ -282,9 +354,9 @@ def _short(m: MetricVerdict) -> str:
         word = "more" if m.relative_change > 0 else "less"
     text = f"{m.metric} {word} than baseline by {abs(m.relative_change):.0%}"
     if m.ci_low is not None and m.ci_high is not None:
-        text += f" ({_share(m.confidence or 0.0)} CI {_pct(m.ci_low)} to {_pct(m.ci_high)})"
+        text += f" ({percent(m.confidence or 0.0)} CI {signed_percent(m.ci_low)} to {signed_percent(m.ci_high)})"
     return text
 
 
 def _fmt_opt(value: float | None, unit: str) -> str:
-    return "n/a" if value is None else _fmt(value, unit)
+    return "n/a" if value is None else format_value(value, unit)

@@ -101,7 +101,7 @@ def collect(rounds: Sequence[Sequence[BusyReading]]) -> tuple[GpuBusy, ...]:
 
 
 def pool(a: Sequence[GpuBusy], b: Sequence[GpuBusy]) -> tuple[GpuBusy, ...]:
-    """Two measurements' busy figures as one (rounds of ``a`` then ``b``), for ``compare.pool``."""
+    """Two measurements' busy figures as one (rounds of ``a`` then ``b``), for ``gates.pooling.pool``."""
     later = {g.device: g for g in b}
     out: list[GpuBusy] = []
     for g in a:

@@ -18,7 +18,7 @@ made for the run, or a directory). This session drives it test by test:
    compete for the 2 cores, and each pair of rounds is a few hundred
    milliseconds apart.
 3. ``result``: the partner sends its measurement; this session judges the two
-   with ``compare.judge_paired`` (signed-rank test on the per-round ratios).
+   with ``gates.paired.judge_paired`` (signed-rank test on the per-round ratios).
 4. A throughput regression, or a borderline verdict, is measured again beside a
    fresh partner process (``Partner.restart``; the tree stays) and the pooled
    rounds decide (``TfPerfSession._judge_against``).

@@ -27,7 +27,7 @@ class Outcome:
 
     measurement: Measurement
     violations: tuple[BudgetViolation, ...] = ()
-    verdict: Any = None  # compare.Verdict, when a baseline was compared
+    verdict: Any = None  # gates.verdict.Verdict, when a baseline was compared
     baseline: str = ""  # "", "no baseline", "no baseline for this environment"
     gating: bool = True  # False while baselines are being refreshed: a slower number is accepted then
     throughput_fails: bool = True  # False: a stored-baseline throughput regression is a warning (see config)
@@ -166,7 +166,7 @@ class TfPerfSession:
                 and any(_borderline(o) for o in outcomes.values())):
             # Borderline evidence: measure again (all variants, so pairs stay
             # interleaved) and judge the pooled samples, rather than flip a coin.
-            from pytest_tfperf.gates.rounds import pool
+            from pytest_tfperf.gates.pooling import pool
 
             again = measure_once()
             for name in measured:
@@ -214,7 +214,7 @@ class TfPerfSession:
         regressed = throughput is not None and str(throughput.status) == "regressed"
         if not (self.config.remeasure and (regressed or _borderline(outcome))):
             return outcome
-        from pytest_tfperf.gates.rounds import pool
+        from pytest_tfperf.gates.pooling import pool
 
         why = "the first verdict was a throughput regression" if regressed else "the first verdict was borderline"
         self.partner().restart()
@@ -276,7 +276,7 @@ class TfPerfSession:
         A ``tfperf.compare()`` test is measured whole there (every variant, interleaved as here), and
         each variant that asked for it is judged against its own run of that process.
         """
-        from pytest_tfperf.gates.rounds import judge
+        from pytest_tfperf.gates.stored import judge
         from pytest_tfperf.session.partner import PartnerError
 
         try:
@@ -362,7 +362,7 @@ class TfPerfSession:
         With ``partner``, the reference is the same test of the other version
         of the code (``name``, from --tfperf-against), measured in turns.
         """
-        from pytest_tfperf.gates.rounds import judge_paired
+        from pytest_tfperf.gates.paired import judge_paired
 
         outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
         outcome.verdict = judge_paired(m, reference, self._tolerances(options))
@@ -378,14 +378,14 @@ class TfPerfSession:
         return self._evaluate_paired(m, theirs, self.config.against, options, partner=True)
 
     def _tolerances(self, options: MarkerOptions) -> Any:
-        from pytest_tfperf.gates.rounds import Tolerances
+        from pytest_tfperf.gates.verdict import Tolerances
 
         tolerance = options.tolerance if options.tolerance is not None else self.config.tolerance
         return Tolerances() if tolerance is None else Tolerances(throughput=tolerance)
 
     def _gate(self, outcome: Outcome, options: MarkerOptions) -> None:
         from pytest_tfperf.storage.baseline_store import MatchStatus
-        from pytest_tfperf.gates.rounds import judge
+        from pytest_tfperf.gates.stored import judge
         from pytest_tfperf.storage.runs import BaselineRuns
         from pytest_tfperf.storage.serialization import StorageError
 

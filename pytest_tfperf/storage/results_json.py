@@ -3,7 +3,7 @@
 It is what CI keeps as an artifact and what ``tfperf-compare old.json new.json``
 reads, so it holds the environment (hard and soft keys), every measurement
 with its per-round samples (bounded like baselines) and, per test, the verdict
-of the gate. Verdicts are built by ``compare``; this module takes them through
+of the gate. Verdicts are built by the ``gates``; this module takes them through
 their ``to_dict()`` (or as dicts already) and gives them back as dicts, so the
 file format does not depend on the verdict classes.
 """
@@ -70,7 +70,7 @@ class SupportsToDict(Protocol):
     def to_dict(self) -> Mapping[str, Any]: ...
 
 
-# A verdict: a ``SupportsToDict``, a dataclass (``compare.Verdict``) or a dict; checked when written.
+# A verdict: a ``SupportsToDict``, a dataclass (``gates.verdict.Verdict``) or a dict; checked when written.
 VerdictLike = Any
 
 
@@ -120,7 +120,7 @@ def _verdict_to_dict(test_id: str, verdict: VerdictLike) -> JsonDict:
         if not isinstance(raw, Mapping):
             raise TypeError(f"{where}: to_dict() returned {type(raw).__name__}, expected a dict")
     elif isinstance(verdict, Mapping) or dataclasses.is_dataclass(verdict):
-        # A frozen dataclass (compare.Verdict) is stored field by field.
+        # A frozen dataclass (gates.verdict.Verdict) is stored field by field.
         raw = verdict
     else:
         raise TypeError(f"{where}: {type(verdict).__name__} has no to_dict() and is neither a dict nor a dataclass")

@@ -15,7 +15,11 @@ import re
 
 import pytest
 
-from pytest_tfperf.gates.rounds import MIB, Status, Tolerances, judge_rounds, judge_paired, pool, round_spread_bytes
+from pytest_tfperf.gates.memory import round_spread_bytes
+from pytest_tfperf.gates.paired import judge_paired
+from pytest_tfperf.gates.pooling import pool
+from pytest_tfperf.gates.rounds import judge_rounds
+from pytest_tfperf.gates.verdict import MIB, Status, Tolerances
 from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
 
 TEST_ID = "tests/test_pipeline.py::test_train_step"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_tfperf.gates.rounds import Tolerances, judge_rounds
+from pytest_tfperf.gates.rounds import judge_rounds
+from pytest_tfperf.gates.verdict import Tolerances
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 
 MIB = 2**20

@@ -35,7 +35,7 @@ def measurement(test_id: str, *, rounds: int = 3, per_round: int = 8, seed: int 
 
 
 class FakeVerdict:
-    """Stands in for compare.Verdict: only the to_dict() protocol matters here."""
+    """Stands in for gates.verdict.Verdict: only the to_dict() protocol matters here."""
 
     def __init__(self, status: str) -> None:
         self.status = status
@@ -161,7 +161,8 @@ def test_a_missing_results_file_is_reported(tmp_path: Path) -> None:
 
 
 def test_a_compare_verdict_dataclass_is_stored_field_by_field(tmp_path: Path) -> None:
-    from pytest_tfperf.gates.rounds import Tolerances, judge_rounds
+    from pytest_tfperf.gates.rounds import judge_rounds
+    from pytest_tfperf.gates.verdict import Tolerances
 
     base, slow = measurement("t::a", rounds=6), measurement("t::a", rounds=6, seed=5)
     slow = dataclasses.replace(slow, timings=Timings(tuple(s * 2 for s in slow.timings.samples_ns),

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from pytest_tfperf import stats
+from pytest_tfperf import rank_tests, stats
 
 
 # -- basic robust statistics ------------------------------------------------
@@ -69,18 +69,18 @@ def test_incomplete_beta_closed_forms() -> None:
 
 
 def test_rank_test_complete_separation_of_five_rounds_is_exact_1_in_252() -> None:
-    result = stats.mann_whitney_greater([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])
+    result = rank_tests.mann_whitney_greater([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])
     assert result.exact
     assert result.u == 25
     assert result.p_value == pytest.approx(1 / 252)
     assert result.min_p_value == pytest.approx(1 / 252)
-    assert stats.mann_whitney_greater([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]).p_value == 1.0
+    assert rank_tests.mann_whitney_greater([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]).p_value == 1.0
 
 
 def test_rank_test_hand_computed_small_case() -> None:
     # x > y pairs: 4 beats 2, 3; 6 beats 2, 3, 5 -> U = 5. Null counts of U for 3 vs 3
     # (Gaussian binomial [6 choose 3]): 1 1 2 3 3 3 3 2 1 1, so P(U >= 5) = 10/20.
-    result = stats.mann_whitney_greater([1, 4, 6], [2, 3, 5])
+    result = rank_tests.mann_whitney_greater([1, 4, 6], [2, 3, 5])
     assert result.u == 5
     assert result.p_value == pytest.approx(0.5)
     assert result.min_p_value == pytest.approx(1 / 20)
@@ -89,29 +89,29 @@ def test_rank_test_hand_computed_small_case() -> None:
 def test_rank_test_with_ties_uses_tie_corrected_normal_approximation() -> None:
     # Ranks: 1,1 -> 1.5; four 2s -> 4.5; 3,3 -> 7.5. R_x = 24, U = 14, mean 8,
     # var = 16/12 * (9 - 72/56) = 10.2857, z = (14 - 8 - 0.5)/sqrt(var) = 1.7149.
-    result = stats.mann_whitney_greater([2, 2, 3, 3], [1, 1, 2, 2])
+    result = rank_tests.mann_whitney_greater([2, 2, 3, 3], [1, 1, 2, 2])
     assert not result.exact
     assert result.u == 14
     assert result.p_value == pytest.approx(0.5 * math.erfc(1.714928 / math.sqrt(2)), abs=1e-6)
 
 
 def test_rank_test_of_identical_values_finds_no_evidence() -> None:
-    assert stats.mann_whitney_greater([3, 3, 3], [3, 3, 3]).p_value == 1.0
+    assert rank_tests.mann_whitney_greater([3, 3, 3], [3, 3, 3]).p_value == 1.0
 
 
 def test_rank_test_large_samples_match_the_exact_distribution_roughly() -> None:
     rng = random.Random(3)
     x = [rng.gauss(0.5, 1) for _ in range(70)]
     y = [rng.gauss(0.0, 1) for _ in range(70)]
-    approx = stats.mann_whitney_greater(x, y)
+    approx = rank_tests.mann_whitney_greater(x, y)
     assert not approx.exact  # too long for the exact path
-    exact = stats.mann_whitney_greater(x[:60], y[:60])
+    exact = rank_tests.mann_whitney_greater(x[:60], y[:60])
     assert exact.exact
     assert 0 < approx.p_value < 0.05 and 0 < exact.p_value < 0.05
 
 
 def test_exact_null_counts_are_a_distribution() -> None:
-    counts = stats._u_null_counts(5, 7)
+    counts = rank_tests._u_null_counts(5, 7)
     assert sum(counts) == math.comb(12, 5)
     assert counts == counts[::-1]
     assert min(counts) > 0

@@ -1,7 +1,7 @@
 """The stored-baseline rule: prediction bound over a baseline's runs, confirmation, detection limit.
 
 Noise is synthetic and seeded: these tests check the rule's arithmetic and its
-error rates through the shipped code (``compare.judge`` with ``BaselineRuns``),
+error rates through the shipped code (``gates.stored.judge`` with ``BaselineRuns``),
 not this machine's speed.
 """
 
@@ -14,7 +14,8 @@ import pytest
 
 from pytest_tfperf import stats
 from pytest_tfperf.gates import stored_rule
-from pytest_tfperf.gates.rounds import Status, Tolerances, judge
+from pytest_tfperf.gates.stored import judge
+from pytest_tfperf.gates.verdict import Status, Tolerances
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, MemoryPeak, MemorySource, Timings
 from pytest_tfperf.storage.runs import RECORD, REFRESH, BaselineRuns, RunSummary

@@ -1,0 +1,132 @@
+"""The paired rule: two measurements whose rounds were interleaved in one job (``judge_paired``).
+
+Used for a ``tfperf.compare(..., reference=...)`` variant against its
+reference, and for a test against the same test of the other version of the
+code (``--tfperf-against``). Pure: no pytest, no TensorFlow, no I/O.
+
+Paired measurements (``judge_paired``)
+--------------------------------------
+When both sides were measured in one job with their rounds interleaved
+(``tfperf.compare`` variants, or this test and its partner session's under
+``--tfperf-against``: round ``i`` of each ran side by side), the
+machine's state is shared round by round and cancels in the per-round ratio.
+``judge_paired`` decides on those ratios: the estimate is the Hodges-Lehmann
+estimate of the per-round log throughput ratios; **regressed** when Wilcoxon's
+one-sided signed-rank test on them says slower at the confidence level **and**
+the estimated slowdown exceeds ``d``; improved, noisy (minimum detectable
+change above the tolerance) and the re-measure flag as above, the interval
+being the signed-rank (Walsh average) interval. A rank test, because the
+host's half-speed spells last a second or so and hit one side's round and not
+the other's: a t-test's spread would swell with them. At least 7 rounds are
+needed at 99% (the smallest possible p is 2**-rounds). The two-sample rank
+test of ``judge`` would throw the pairing away: a drift that moves both sides
+alike between rounds hides a slowdown from it. Memory and traces are judged
+as by ``judge``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pytest_tfperf import rank_tests, stats
+from pytest_tfperf.gates.memory import judge_memory
+from pytest_tfperf.gates.traces import judge_traces
+from pytest_tfperf.gates.verdict import (
+    MetricVerdict,
+    Status,
+    Tolerances,
+    Verdict,
+    clock_too_coarse,
+    format_value,
+    overall_status,
+    percent,
+    signed_percent,
+    throughput_sentence,
+    throughput_status,
+    throughput_verdict,
+)
+from pytest_tfperf.model import Measurement, Timings, same_environment
+
+
+def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolerances) -> Verdict:
+    """Compare two measurements whose rounds were interleaved in one job (see "Paired measurements").
+
+    ``current`` and ``baseline`` may be different variants of one test (their
+    ids are not compared); they need the same number of rounds, round ``i``
+    of one measured next to round ``i`` of the other.
+    """
+    if not same_environment(current.environment_id, baseline.environment_id):
+        raise ValueError(
+            f"{current.test_id}: refusing to compare measurements from different environments "
+            f"(current {current.environment_id}, baseline {baseline.environment_id})"
+        )
+    n_cur, n_base = len(current.timings.round_sizes), len(baseline.timings.round_sizes)
+    if n_cur != n_base:
+        raise ValueError(
+            f"judge_paired() needs rounds measured side by side, got {n_cur} rounds of {current.test_id!r} and "
+            f"{n_base} of {baseline.test_id!r}; measure both in one tfperf.compare() call, or use judge()"
+        )
+    throughput, borderline = _judge_throughput_paired(current.timings, baseline.timings, tolerances)
+    metrics = [throughput]
+    metrics += judge_memory(current.memory, baseline.memory, tolerances)
+    metrics.append(judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
+                                current_iterations=current.timings.iterations,
+                                baseline_iterations=baseline.timings.iterations))
+    return Verdict(test_id=current.test_id, metrics=tuple(metrics), status=overall_status(metrics),
+                   needs_remeasure=borderline)
+
+
+def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerances) -> tuple[MetricVerdict, bool]:
+    pairs = [(stats.median(b), stats.median(c)) for b, c in zip(baseline.rounds, current.rounds) if b and c]
+    if any(b <= 0 or c <= 0 for b, c in pairs):
+        return clock_too_coarse(), False
+    # log(current throughput / baseline throughput), round by round
+    logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in pairs]
+    return _judge_paired_log_ratios(logs, baseline.throughput_per_s, current.throughput_per_s, tol,
+                                    pairs_are="interleaved rounds", more="measure with more rounds")
+
+
+def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value: float, tol: Tolerances, *,
+                             pairs_are: str, more: str) -> tuple[MetricVerdict, bool]:
+    """The paired rule on log(current / baseline) throughput ratios, one per pair (rounds or sessions)."""
+    name, unit = "throughput", "items/s"
+    n = len(logs)
+    alpha = 1.0 - tol.confidence
+    d = tol.throughput_decision_threshold
+    walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
+    change = math.expm1(stats.median(walsh))  # Hodges-Lehmann estimate of the per-pair log ratio
+    counts = rank_tests.signed_rank_null_counts(n)
+    p_slower = rank_tests.signed_rank_p(logs, counts)
+    p_faster = rank_tests.signed_rank_p([-v for v in logs], counts)
+    # Interval: Walsh averages between the signed-rank test's critical ranks.
+    k = rank_tests.signed_rank_critical(counts, (1.0 - tol.confidence) / 2.0)
+    ci_low, ci_high = math.expm1(walsh[k]), math.expm1(walsh[len(walsh) - 1 - k])
+    if rank_tests.signed_rank_smallest_p(n) > alpha:
+        mde = math.inf
+    else:
+        # Normal theory with a robust spread; the signed-rank test's efficiency is 3/pi of the t-test's.
+        se = stats.mad(logs) * 1.4826 * math.sqrt(math.pi / 3.0 / n)
+        mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=float(n - 1),
+                                                  threshold=-math.log1p(-d))
+        mde = -math.expm1(-mde_log)
+
+    status, borderline = throughput_status(p_slower, p_faster, change, (ci_low, ci_high), mde, tol)
+
+    conf = percent(tol.confidence)
+    head = (f"{name}: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
+            f"({signed_percent(change)} over {n} {pairs_are}, "
+            f"{conf} CI {signed_percent(ci_low)} to {signed_percent(ci_high)})")
+    test = f"one-sided signed-rank test over {n} {pairs_are}"
+    if status is Status.NOISY and math.isinf(mde):
+        noisy = (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach {conf} "
+                 f"confidence (smallest possible p = {rank_tests.signed_rank_smallest_p(n):.2g}); measure at least "
+                 f"{rank_tests.fewest_samples(alpha, rank_tests.signed_rank_smallest_p)} {pairs_are}")
+    else:
+        noisy = (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
+                 f"are caught {percent(tol.power)} of the time, more than the {percent(tol.throughput)} tolerance; "
+                 f"{more}")
+    body = throughput_sentence(status, change, mde, tol, test, p_slower, p_faster, noisy)
+    verdict = throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
+                                 f"{head}: {body}", tol, p_slower)
+    return verdict, borderline

@@ -1,0 +1,137 @@
+"""The stored-baseline gate (``judge``): one measurement against the runs its baseline keeps.
+
+Throughput is judged against the prediction bound of the baseline's runs, each
+measured in its own process (the statistics are ``stored_rule``'s); a
+regression must show again in a fresh process (``confirmation``) before it
+fails a test. Memory and traces are judged as by every gate (``memory``,
+``traces``). Pure: no pytest, no TensorFlow, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from pytest_tfperf.config import DEFAULT_RUNS
+from pytest_tfperf.gates import stored_rule
+from pytest_tfperf.gates.memory import judge_memory
+from pytest_tfperf.gates.traces import judge_traces
+from pytest_tfperf.gates.verdict import (
+    MetricVerdict,
+    Status,
+    Tolerances,
+    Verdict,
+    check_same_test,
+    format_value,
+    overall_status,
+    percent,
+    signed_percent,
+    slowdown_text,
+    unavailable,
+)
+from pytest_tfperf.model import Direction, Measurement
+from pytest_tfperf.storage.runs import BaselineRuns, summarize
+
+
+def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *,
+          runs: BaselineRuns | None = None, confirmation: Measurement | None = None) -> Verdict:
+    """The stored-baseline gate: ``current`` against ``baseline`` and its runs, metric by metric.
+
+    ``runs`` are the baseline's runs (each from its own process) and recorded
+    history; without them ``baseline`` counts as a single run, which is too
+    few to judge throughput (see ``stored_rule``). ``confirmation`` is the
+    same test measured in a fresh process after a first verdict with
+    ``needs_confirmation``: a throughput or memory regression stands only if
+    both processes show it.
+    """
+    check_same_test(current, baseline)
+    if confirmation is not None:
+        check_same_test(confirmation, baseline)
+    if runs is None or not runs.runs:
+        runs = BaselineRuns(runs=(summarize(baseline, run_id="baseline", recorded_at=""),))
+    metrics = [_judge_stored_throughput(current, confirmation, runs, tolerances)]
+    metrics += judge_memory(current.memory, baseline.memory, tolerances, runs=runs,
+                            confirmation=None if confirmation is None else confirmation.memory)
+    metrics.append(judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
+                                current_iterations=current.timings.iterations,
+                                baseline_iterations=baseline.timings.iterations))
+    confirmable = [m for m in metrics if m.status is Status.REGRESSED and m.metric != "traces_steady"]
+    return Verdict(
+        test_id=current.test_id,
+        metrics=tuple(metrics),
+        status=overall_status(metrics),
+        needs_remeasure=False,
+        needs_confirmation=confirmation is None and bool(confirmable),
+        confirmed=confirmation is not None,
+    )
+
+
+def _judge_stored_throughput(current: Measurement, confirmation: Measurement | None, runs: BaselineRuns,
+                             tol: Tolerances) -> MetricVerdict:
+    """Throughput against the prediction bound of the baseline's runs (``stored_rule``)."""
+    name, unit = "throughput", "items/s"
+    values = [current.throughput_per_s] + ([] if confirmation is None else [confirmation.throughput_per_s])
+    base = runs.throughputs()
+    if not base or min(values) <= 0 or not all(math.isfinite(v) for v in values):
+        return unavailable(name, unit, Direction.HIGHER_IS_BETTER,
+                            f"{name}: not compared: the baseline or this run has no positive throughput")
+    own = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
+    spread = dataclasses.replace(own, sd=max(own.sd, runs.machine_spread)) if own.known else own
+    d = tol.throughput_decision_threshold
+    confidence = tol.stored_throughput_confidence
+    call = stored_rule.judge_throughput(spread, values, confidence=confidence, threshold=d,
+                                        tolerance=tol.throughput)
+    base_value = math.exp(spread.level)
+    cur_value = math.exp(math.fsum(math.log(v) for v in values) / len(values))
+    n, k = spread.n_runs, spread.n_history
+    behind = f"{n} baseline run{'s' if n != 1 else ''}" + (f" and {k} recorded run{'s' if k != 1 else ''}" if k else "")
+    common = dict(metric=name, unit=unit, direction=Direction.HIGHER_IS_BETTER, baseline_value=base_value,
+                  current_value=cur_value, relative_change=call.change, confidence=confidence,
+                  decision_threshold=-d, baseline_runs=n, history_runs=k)
+    if call.status == "unknown":
+        message = (f"{name}: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
+                   f"({signed_percent(call.change)}): not judged: "
+                   f"the baseline has {behind} of this environment, and the gate needs at least "
+                   f"{stored_rule.MIN_RUNS} runs, each in its own process, to learn how far this machine's speed "
+                   f"moves between processes (one process cannot tell a slow process from a slowdown); refresh "
+                   f"it with `pytest --tfperf --tfperf-update` (it measures {DEFAULT_RUNS} runs) or "
+                   "record runs on the main branch with --tfperf-record")
+        return MetricVerdict(**common, ci_low=None, ci_high=None, status=Status.NOISY,  # type: ignore[arg-type]
+                             minimum_detectable_change=math.inf, message=message)
+    conf = percent(confidence)
+    per_run = [math.expm1(math.log(v) - spread.level) for v in values]
+    head = (f"{name}: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
+            f"({signed_percent(call.change)}, "
+            f"{conf} CI {signed_percent(call.ci_low)} to {signed_percent(call.ci_high)})")
+    floored = runs.machine_spread > 0 and own.sd < runs.machine_spread
+    varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this machine's "
+              f"tests typically by {math.expm1(runs.machine_spread):.1%}, the spread assumed"
+              if floored else f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})")
+    spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
+    limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
+    if call.detection_limit > tol.throughput:
+        limit_text += (f", wider than the {percent(tol.throughput)} tolerance: for finer changes on this machine, "
+                       "measure the other version beside this one with --tfperf-against=origin/main")
+    if call.status == "regressed":
+        status = Status.REGRESSED
+        if confirmation is None:
+            seen = f"this process ran {-per_run[0]:.1%} slower than the baseline, below its bound"
+        else:
+            seen = (f"this process ran {-per_run[0]:.1%} and a fresh process {-per_run[1]:.1%} slower than the "
+                    "baseline, both below its bound")
+        body = (f"slower than the baseline: {seen}; {spread_text} (p = {call.p_value:.2g}), and the change is beyond "
+                f"the {d:.1%} decision threshold; {limit_text}")
+    elif call.status == "improved":
+        status = Status.IMPROVED
+        body = (f"faster than the baseline by {call.change:.1%}, above its {conf} prediction bound and beyond the "
+                f"{percent(tol.throughput)} tolerance; {spread_text}")
+    else:
+        status = Status.UNCHANGED
+        if confirmation is not None and len(per_run) == 2:
+            body = (f"not confirmed: this process ran {signed_percent(per_run[0])} against the baseline, "
+                    f"but a fresh process ran {signed_percent(per_run[1])}; {spread_text}; {limit_text}")
+        else:
+            body = f"unchanged: within the bound; {spread_text}; {limit_text}"
+    return MetricVerdict(**common, ci_low=call.ci_low, ci_high=call.ci_high, status=status,  # type: ignore[arg-type]
+                         minimum_detectable_change=call.detection_limit, message=f"{head}: {body}",
+                         p_value=call.p_value)
