@@ -87,7 +87,7 @@ class BaselineFigures:
     ``measurements``: runs whose rounds are drawn beside this run's;
     ``values``: metric (as history.csv names it) -> its value in each of the
     baseline's runs, for the level and band; ``recorded_at``: when each run was
-    recorded. ``report_cli.baseline_figures`` fills it from the baseline store.
+    recorded. ``reports.sources.baseline_figures`` fills it from the baseline store.
     """
 
     measurements: tuple[Measurement, ...] = ()

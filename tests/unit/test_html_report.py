@@ -12,8 +12,7 @@ from typing import ClassVar
 import pytest
 
 from pytest_tfperf import stats
-from pytest_tfperf.reports import html_report
-from pytest_tfperf.reports import plots
+from pytest_tfperf.reports import html_report, plots, sources
 from pytest_tfperf.cli import report as report_cli
 from pytest_tfperf.storage.history import history_rows
 from pytest_tfperf.model import (
@@ -240,7 +239,7 @@ def test_baselines_with_several_runs_give_a_band_and_history_kinds_mark_refreshe
             for i, v in enumerate((100.0, 104.0, 98.0, 101.0, 99.0))]
     stored = SimpleNamespace(measurement=measurement("t::a"), recorded_at="2026-11-01T00:00:00Z", runs=tuple(runs))
     store = SimpleNamespace(load=lambda test_id, env: SimpleNamespace(baseline=stored))
-    figures = report_cli.baseline_figures(store, "t::a", ENV)  # type: ignore[arg-type]
+    figures = sources.baseline_figures(store, "t::a", ENV)  # type: ignore[arg-type]
     assert figures.values["throughput_per_s"] == (100.0, 104.0, 98.0, 101.0, 99.0)
     assert figures.values["added_peak_tf_allocator[CPU:0]"] == (2**20,) * 5 and len(figures.recorded_at) == 5
 

@@ -1,0 +1,163 @@
+"""The stored-baseline gate of one session: the baseline looked up, judged, and a regression confirmed.
+
+A regression against a stored baseline fails a test only once a fresh pytest
+process of this same tree measured it again and showed it too
+(``gates.stored.judge`` with ``confirmation``): one process can run slow for
+as long as it lives. The rule itself is ``gates``'; this module finds what it
+needs (the baseline, the recorded runs, the machine's typical spread) and runs
+the confirming process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_tfperf.config import SessionConfig
+from pytest_tfperf.measuring import runner
+from pytest_tfperf.model import BudgetViolation, Environment, Measurement
+from pytest_tfperf.session.outcome import Outcome, fail_test
+
+
+class StoredGate:
+    """Judges outcomes against the baselines in ``baseline_dir``; reads history and spreads once per session."""
+
+    def __init__(self, config: SessionConfig, rootdir: str, baseline_dir: str, store: Callable[[], Any],
+                 environment: Callable[[], Environment]) -> None:
+        self.config = config
+        self.rootdir = rootdir
+        self.baseline_dir = baseline_dir
+        self._store = store  # the session's BaselineStore, opened on first use
+        self._environment = environment
+        self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
+        self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
+        self._machine_spread: dict[str, float] = {}  # fingerprint -> stored_rule.machine_spread
+
+    def close(self) -> None:
+        if self._confirmer is not None:
+            self._confirmer.close()
+        self._confirmer = None
+
+    # -- the verdict --------------------------------------------------------------------------------
+
+    def judge(self, outcome: Outcome, tolerances: Any) -> None:
+        """Set ``outcome``'s verdict against its stored baseline, or say why there is none."""
+        from pytest_tfperf.gates.stored import judge
+        from pytest_tfperf.storage.baseline_store import MatchStatus
+        from pytest_tfperf.storage.runs import BaselineRuns
+        from pytest_tfperf.storage.serialization import StorageError
+
+        test_id = outcome.measurement.test_id
+        try:
+            match = self._store().load(test_id, self._environment())
+        except StorageError as exc:
+            fail_test(f"{test_id}: its baseline file cannot be used, so nothing was compared.\n{exc}")
+        outcome.gating = not self.config.update
+        if not match.found:
+            if match.status is MatchStatus.OTHER_ENVIRONMENTS:
+                outcome.baseline = "no baseline for this environment"
+                outcome.notices.append(f"{test_id}: {match.describe()}")
+            else:
+                outcome.baseline = "no baseline"
+            if self.config.strict and not self.config.update:
+                outcome.violations += (
+                    BudgetViolation(metric=f"baseline required by --tfperf-strict: {match.describe()}", limit=1,
+                                    measured=0, unit="present"),
+                )
+            return
+        if match.soft_differences:
+            outcome.notices.append(f"{test_id}: {match.describe()}")
+        try:
+            history = self.recorded_runs().get((test_id, match.fingerprint), [])
+        except StorageError as exc:
+            fail_test(f"{test_id}: the run history cannot be used, so nothing was compared.\n{exc}")
+        runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history),
+                            machine_spread=self.machine_spread(match.fingerprint))
+        n = len(runs.runs)
+        outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
+        outcome.stored = (match.measurement, runs)
+        outcome.verdict = judge(outcome.measurement, match.measurement, tolerances, runs=runs)
+        outcome.throughput_fails = self.config.throughput_gate == "fail"
+        if outcome.warned_only and outcome.gating:
+            throughput = outcome.verdict.metric("throughput")
+            outcome.notices.append(f"{test_id}: warning: {throughput.message}")
+        if str(outcome.verdict.status) == "improved":
+            notice = outcome.verdict.improvement_message(
+                "pytest --tfperf --tfperf-update --tfperf-update-improved")
+            if notice:
+                outcome.notices.append(notice)
+
+    def machine_spread(self, fingerprint: str) -> float:
+        """This machine's typical between-process spread, from every baseline of this environment (once)."""
+        if fingerprint not in self._machine_spread:
+            from pytest_tfperf.gates.stored_rule import log_spread, machine_spread
+
+            baselines = self._store().baselines_for(self._environment())
+            spreads = [log_spread([r.throughput_per_s for r in b.runs]) for b in baselines]
+            self._machine_spread[fingerprint] = machine_spread(spreads)
+        return self._machine_spread[fingerprint]
+
+    def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
+        """Runs recorded with --tfperf-record, per (test id, fingerprint), read once per session."""
+        if self._recorded is None:
+            from pytest_tfperf.storage.history import HISTORY_FILE_NAME, read_history_rows, recorded_runs
+
+            path = Path(self.baseline_dir) / HISTORY_FILE_NAME
+            self._recorded = recorded_runs(read_history_rows(path)) if path.exists() else {}
+        return self._recorded
+
+    # -- the confirmation: the same test in a fresh process of this tree ------------------------------
+
+    def wants_confirmation(self, o: Outcome) -> bool:
+        if o.verdict is None or not getattr(o.verdict, "needs_confirmation", False) or o.stored is None:
+            return False
+        if not (o.gating and self.config.remeasure):
+            return False
+        # A throughput-only regression under --tfperf-throughput-gate=warn fails nothing: no need to confirm it.
+        return not o.warned_only
+
+    def confirm(self, node_id: str, outcomes: list[Outcome], settings: runner.RunSettings, tolerances: Any,
+                invocation: tuple[str, list[str]]) -> None:
+        """Measure the test in a fresh pytest process and judge both runs: a regression must show in both.
+
+        A ``tfperf.compare()`` test is measured whole there (every variant, interleaved as here), and
+        each variant that asked for it is judged against its own run of that process.
+        """
+        from pytest_tfperf.gates.stored import judge
+        from pytest_tfperf.session.partner import PartnerError
+
+        try:
+            fresh = {m.test_id: m for m in self._measure_in_fresh_process(node_id, settings, invocation)}
+        except PartnerError as exc:
+            for outcome in outcomes:
+                outcome.notices.append(f"{outcome.measurement.test_id}: the regression could not be confirmed in a "
+                                       f"fresh process ({exc}); the first verdict stands")
+            return
+        for outcome in outcomes:
+            test_id = outcome.measurement.test_id
+            theirs = fresh.get(test_id)
+            if theirs is None:
+                outcome.notices.append(f"{test_id}: the regression could not be confirmed in a fresh process (it "
+                                       f"measured {', '.join(sorted(fresh)) or 'nothing'}); the first verdict stands")
+                continue
+            baseline, runs = outcome.stored
+            outcome.verdict = judge(outcome.measurement, baseline, tolerances, runs=runs, confirmation=theirs)
+            held = "confirmed" if str(outcome.verdict.status) == "regressed" else "not confirmed"
+            outcome.notices.append(f"{test_id}: a regression in this process was measured again in a fresh "
+                                   f"process: {held}")
+
+    def _measure_in_fresh_process(self, node_id: str, settings: runner.RunSettings,
+                                  invocation: tuple[str, list[str]]) -> list[Measurement]:
+        from pytest_tfperf.session.partner import Partner
+
+        if self._confirmer is None:
+            invocation_dir, args = invocation
+            root = Path(self.rootdir)
+            self._confirmer = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
+                                      test_args=args, timeout_s=self.config.stall_ceiling_s + 60.0)
+        else:
+            self._confirmer.restart()  # each confirmation in a process of its own
+        run = self._confirmer.begin(node_id, settings.rounds, settings.budget_s, variants=True)
+        run.measure_alone(settings.rounds)
+        return run.finish_all(True)
