@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.variant_state import VariantState
+from pytest_tfperf.measuring.watchdog import Progress
+from pytest_tfperf.measuring.workload import RunSettings, Workload
 
 HERE = Path(__file__).resolve().parent
 N = 2_000_000
@@ -45,11 +48,11 @@ def bare_loop(n: int) -> int:
 
 
 def harness_loop(n: int) -> int:
-    settings = runner.RunSettings(budget_s=1.0, rounds=1, warmup_s=0.0)
-    state = runner._VariantState("", runner.Workload(call=noop))
+    settings = RunSettings(budget_s=1.0, rounds=1, warmup_s=0.0)
+    state = VariantState("", Workload(call=noop))
     state.per_probe_rounds = []
     state.per_probe_baseline = []
-    progress = runner.Progress()
+    progress = Progress()
     runner._reserve(state, n)  # as ``measure`` does, before any round
     t0 = time.perf_counter_ns()
     runner._timed_round(state, n, time.perf_counter_ns, None, (), progress)
@@ -110,11 +113,12 @@ RSS_RISE_CHILD = """
 import json, sys
 from pytest_tfperf.probes import memory_probes
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.workload import RunSettings, Workload
 workloads = {"noop": lambda: None, "sum_range_1000": lambda: sum(range(1000))}
 probe = memory_probes.HwmRssProbe()
 if probe.unavailable:
     print(json.dumps({"unavailable": probe.unavailable})); sys.exit()
-raw = runner.measure({"": runner.Workload(call=workloads[sys.argv[1]])}, runner.RunSettings(), probes=[probe])[""]
+raw = runner.measure({"": Workload(call=workloads[sys.argv[1]])}, RunSettings(), probes=[probe])[""]
 peak = raw.memory[0]
 print(json.dumps({"iterations_per_round": raw.timings.round_sizes[0],
                   "rise_bytes": [p - s for p, s in zip(peak.per_round_peak_bytes, peak.per_round_start_bytes)]}))

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.workload import RunSettings, Workload, dataset_puller
 from pytest_tfperf.measuring.watchdog import StallError, StallPolicy
 
 HERE = Path(__file__).resolve().parent
@@ -26,7 +27,7 @@ REPS = 5
 POLICY = StallPolicy(multiple=100, floor_s=1.0, ceiling_s=1.0, poll_s=0.05)
 
 
-def python_block() -> runner.Workload:
+def python_block() -> Workload:
     never = threading.Event()
     calls = {"n": 0}
 
@@ -35,10 +36,10 @@ def python_block() -> runner.Workload:
         if calls["n"] == 30:
             never.wait()
 
-    return runner.Workload(call=work)
+    return Workload(call=work)
 
 
-def tf_get_next_block() -> runner.Workload:
+def tf_get_next_block() -> Workload:
     import tensorflow as tf
 
     never = threading.Event()
@@ -49,11 +50,11 @@ def tf_get_next_block() -> runner.Workload:
         return x
 
     ds = tf.data.Dataset.range(10**6).map(lambda x: tf.py_function(blocks, [x], tf.int64))
-    return runner.Workload(call=runner.dataset_puller(lambda: iter(ds)))
+    return Workload(call=dataset_puller(lambda: iter(ds)))
 
 
 def overshoot_s(make: object) -> float:
-    settings = runner.RunSettings(budget_s=0.5, rounds=3, warmup_s=0.0, stall=POLICY)
+    settings = RunSettings(budget_s=0.5, rounds=3, warmup_s=0.0, stall=POLICY)
     try:
         runner.measure({"": make()}, settings)  # type: ignore[operator]
     except StallError as exc:

@@ -26,7 +26,7 @@ from pytest_tfperf.measuring import memory_growth
 from pytest_tfperf.measuring.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
 from pytest_tfperf.model import Diagnosis, Timings
 from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
-from pytest_tfperf.measuring.runner import RawRun
+from pytest_tfperf.measuring.workload import RawRun
 
 # TensorFlow's profiler (xprof, op_stats_to_input_pipeline_analysis.cc) calls a
 # step HIGHLY input-bound at >= 20% of step time waiting for input and

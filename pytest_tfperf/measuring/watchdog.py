@@ -31,7 +31,6 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +66,29 @@ class StallPolicy:
         return int(min(max(self.multiple * typical_ns, self.floor_s * 1e9), self.ceiling_s * 1e9))
 
 
-class ProgressView(Protocol):
-    phase: str
-    detail: str
-    iteration_started_ns: int
-    typical_ns: float | None
-    iterations_done: int
-    abandoned: bool
+class Progress:
+    """What the measuring thread is doing, read by the watchdog without locks.
+
+    Plain attribute writes are atomic under the GIL; the watchdog tolerates a
+    stale read by one poll interval. ``abandoned`` goes the other way: the
+    watchdog sets it when it gives up on the thread, and a thread that comes
+    back to life stops at its next chunk instead of measuring on behind the
+    next test's back.
+    """
+
+    __slots__ = ("phase", "detail", "iteration_started_ns", "typical_ns", "iterations_done", "abandoned")
+
+    def __init__(self) -> None:
+        self.phase = "first call"
+        self.detail = ""  # "waiting for the next element" / "in the step", for pull+step workloads
+        self.iteration_started_ns = 0  # 0: not inside an iteration
+        self.typical_ns: float | None = None
+        self.iterations_done = 0
+        self.abandoned = False
+
+
+class Abandoned(BaseException):
+    """Raised in a measuring thread that the watchdog gave up on, should it ever resume."""
 
 
 class StallError(Exception):
@@ -113,7 +128,7 @@ def abandoned_summary() -> list[str]:
 
 def run_watched(
     body: Callable[[], None],
-    progress: ProgressView,
+    progress: Progress,
     policy: StallPolicy,
     *,
     clock: Callable[[], int] = time.perf_counter_ns,
@@ -162,7 +177,7 @@ def run_watched(
         raise outcome["exc"]
 
 
-def _stall_error(worker: threading.Thread, progress: ProgressView, waited_ns: int, deadline_ns: int,
+def _stall_error(worker: threading.Thread, progress: Progress, waited_ns: int, deadline_ns: int,
                  snapshot: Callable[[], list[str]] | None) -> StallError:
     typical = progress.typical_ns
     typical_text = (f"typical iteration {_duration(typical)}" if typical

@@ -138,7 +138,7 @@ def busiest(gpu_busy: Sequence[GpuBusy]) -> GpuBusy | None:
 
 
 def extend_analysis(raw: Any, extras: list[tuple[str, float]], diagnoses: list[Diagnosis]) -> None:
-    """Add ``gpu_busy_fraction`` and the GPU-busy diagnosis for ``raw`` (a ``runner.RawRun``), if NVML read any."""
+    """Add ``gpu_busy_fraction`` and the GPU-busy diagnosis for ``raw`` (a ``measuring.workload.RawRun``), if NVML read any."""
     measured = tuple(getattr(raw, "gpu_busy", ()))
     top = busiest(measured)
     if top is None or top.fraction is None:

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_tfperf.diagnoses import numerics
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.workload import RunSettings, Workload, build_measurement, dataset_puller
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import Measurement
 from pytest_tfperf.diagnoses.tracing import TraceCounter
@@ -74,7 +75,7 @@ class TfPerf:
             prepared = setup()
             if isinstance(prepared, tuple):
                 args = prepared
-        workload = runner.Workload(call=_bind(fn, args, kwargs), items_per_iteration=float(items))
+        workload = Workload(call=_bind(fn, args, kwargs), items_per_iteration=float(items))
         return self._run({"": workload}, "call", roots=[fn, *args, *kwargs.values(), *functions])[""]
 
     def iterate(self, dataset: Iterable[object], items_per_element: float = 1, *,
@@ -92,15 +93,15 @@ class TfPerf:
                               f"got {_kind(dataset)}")
         if step is not None and not callable(step):
             self._usage_error(f"tfperf.iterate(..., step=...) must be a callable taking one element, got {_kind(step)}")
-        pull = runner.dataset_puller(lambda: iter(dataset))
+        pull = dataset_puller(lambda: iter(dataset))
         if step is None:
-            workload = runner.Workload(call=pull, items_per_iteration=float(items_per_element))
+            workload = Workload(call=pull, items_per_iteration=float(items_per_element))
         else:
             from pytest_tfperf.diagnoses.pipeline_shape import shape_of
 
-            workload = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element),
+            workload = Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element),
                                        restarts=lambda: pull.restarts,
-                                       fresh_pull=lambda: runner.dataset_puller(lambda: iter(dataset)),
+                                       fresh_pull=lambda: dataset_puller(lambda: iter(dataset)),
                                        handover=_handover if _is_tf_dataset(dataset) else None,
                                        pipeline=shape_of(dataset))
         roots = [dataset, *functions] + ([step] if step is not None else [])
@@ -135,7 +136,7 @@ class TfPerf:
             self._usage_error(f"tfperf.compare(reference={reference!r}): the reference must be one of at least two "
                               f"variants, got {sorted(variants)}")
         self._reference = reference
-        workloads = {name: runner.Workload(call=fn, items_per_iteration=float(items)) for name, fn in variants.items()}
+        workloads = {name: Workload(call=fn, items_per_iteration=float(items)) for name, fn in variants.items()}
         return self._run(workloads, "call", roots=[*variants.values(), *functions])
 
     def record_effect(self, effect: Mapping[str, Any]) -> None:
@@ -183,7 +184,7 @@ class TfPerf:
         hard_exit = ceiling + 60.0 if (enabled and self._config.hard_exit) else None
         return StallPolicy(enabled=enabled, multiple=multiple, floor_s=floor, ceiling_s=ceiling, hard_exit_s=hard_exit)
 
-    def _settings(self) -> runner.RunSettings:
+    def _settings(self) -> RunSettings:
         o, c = self._options, self._config
         kwargs: dict[str, Any] = {
             "budget_s": o.budget_s if o.budget_s is not None else c.budget_s,
@@ -197,9 +198,9 @@ class TfPerf:
             # 7 pairs at least to reach 99%; 20 short rounds catch a 10% slowdown
             # 49 times in 50 on a 2-core VM (benchmarks/validation_study.py).
             kwargs["rounds"] = kwargs["min_rounds"] = max(kwargs["rounds"], PAIRED_ROUNDS)
-        return runner.RunSettings(**kwargs)
+        return RunSettings(**kwargs)
 
-    def _run(self, workloads: dict[str, runner.Workload], mode: str, roots: list[object]) -> dict[str, Measurement]:
+    def _run(self, workloads: dict[str, Workload], mode: str, roots: list[object]) -> dict[str, Measurement]:
         tf_loaded = "tensorflow" in sys.modules
         counter = TraceCounter(lambda: roots) if tf_loaded else None
         if counter is not None:
@@ -230,12 +231,12 @@ class TfPerf:
         _fail(explained)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _smoke(self, workloads: dict[str, runner.Workload], mode: str,
-               settings: runner.RunSettings) -> dict[str, Measurement]:
+    def _smoke(self, workloads: dict[str, Workload], mode: str,
+               settings: RunSettings) -> dict[str, Measurement]:
         out = {}
         for name, w in workloads.items():
             raw = runner.smoke(w, settings)
-            out[name] = runner.build_measurement(self._variant_id(name), mode, raw)
+            out[name] = build_measurement(self._variant_id(name), mode, raw)
         self.results.update(out)
         return out
 

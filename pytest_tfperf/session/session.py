@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.workload import RawRun, RunSettings, Workload, build_measurement
 from pytest_tfperf.model import Environment, Measurement
 from pytest_tfperf.session import outputs
 from pytest_tfperf.session.outcome import Outcome, borderline, fail_test, outcome_properties
@@ -83,8 +84,8 @@ class TfPerfSession:
 
     # -- measuring ------------------------------------------------------------
 
-    def measure_and_judge(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
-                          settings: runner.RunSettings, reference: str | None = None) -> dict[str, Measurement]:
+    def measure_and_judge(self, fx: TfPerf, workloads: dict[str, Workload], mode: str,
+                          settings: RunSettings, reference: str | None = None) -> dict[str, Measurement]:
         options: MarkerOptions = fx._options
         if self.partner_server is not None and self.partner_server.request is not None:
             return self._measure_for_partner(fx, workloads, mode, settings)
@@ -154,7 +155,7 @@ class TfPerfSession:
         return self._partner
 
     def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
-                       options: MarkerOptions, settings: runner.RunSettings,
+                       options: MarkerOptions, settings: RunSettings,
                        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]) -> Outcome:
         """The paired verdict against the partner's figures, confirmed before it fails a test.
 
@@ -185,7 +186,7 @@ class TfPerfSession:
         return outcome
 
     def _measure_beside_partner(
-        self, test_id: str, settings: runner.RunSettings,
+        self, test_id: str, settings: RunSettings,
         measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
     ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
         """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
@@ -213,8 +214,8 @@ class TfPerfSession:
             return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
         return ours, theirs, None
 
-    def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, runner.Workload], mode: str,
-                             settings: runner.RunSettings) -> dict[str, Measurement]:
+    def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, Workload], mode: str,
+                             settings: RunSettings) -> dict[str, Measurement]:
         """This session is a partner: measure in step with the coordinator, send the result, judge nothing."""
         from pytest_tfperf.session.partner import PartnerError
 
@@ -232,11 +233,11 @@ class TfPerfSession:
         fx.results.update(measured)
         return measured
 
-    def _build(self, test_id: str, mode: str, raw: runner.RawRun) -> Measurement:
+    def _build(self, test_id: str, mode: str, raw: RawRun) -> Measurement:
         from pytest_tfperf.diagnoses import diagnostics
 
         extras, diagnoses = diagnostics.analyse(raw)
-        return runner.build_measurement(
+        return build_measurement(
             test_id, mode, raw, traces_first_call=raw.traces_first_call, traces_steady=raw.traces_steady,
             extra_metrics=extras, diagnoses=diagnoses, environment_id=self.environment().fingerprint,
         )
@@ -335,7 +336,7 @@ class TfPerfSession:
         return failure.message
 
 
-def _paired_settings(settings: runner.RunSettings) -> runner.RunSettings:
+def _paired_settings(settings: RunSettings) -> RunSettings:
     """Rounds for a paired verdict: 7 pairs at least reach 99%; 20 short ones catch a 10% slowdown."""
     from pytest_tfperf.session.fixture import PAIRED_ROUNDS
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.config import SessionConfig
-from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.workload import RunSettings
 from pytest_tfperf.model import BudgetViolation, Environment, Measurement
 from pytest_tfperf.session.outcome import Outcome, fail_test
 
@@ -117,7 +117,7 @@ class StoredGate:
         # A throughput-only regression under --tfperf-throughput-gate=warn fails nothing: no need to confirm it.
         return not o.warned_only
 
-    def confirm(self, node_id: str, outcomes: list[Outcome], settings: runner.RunSettings, tolerances: Any,
+    def confirm(self, node_id: str, outcomes: list[Outcome], settings: RunSettings, tolerances: Any,
                 invocation: tuple[str, list[str]]) -> None:
         """Measure the test in a fresh pytest process and judge both runs: a regression must show in both.
 
@@ -147,7 +147,7 @@ class StoredGate:
             outcome.notices.append(f"{test_id}: a regression in this process was measured again in a fresh "
                                    f"process: {held}")
 
-    def _measure_in_fresh_process(self, node_id: str, settings: runner.RunSettings,
+    def _measure_in_fresh_process(self, node_id: str, settings: RunSettings,
                                   invocation: tuple[str, list[str]]) -> list[Measurement]:
         from pytest_tfperf.session.partner import Partner
 

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_tfperf.diagnoses import diagnostics
 from pytest_tfperf.model import Timings
-from pytest_tfperf.measuring.runner import InputSplit, RawRun
+from pytest_tfperf.measuring.workload import InputSplit, RawRun
 
 
 def _timings(ns: int, n: int = 40, items: float = 1.0) -> Timings:
@@ -84,7 +84,7 @@ def test_workloads_without_input_waits_get_no_input_diagnosis() -> None:
 def test_the_metric_is_gateable_by_the_marker_budget() -> None:
     from pytest_tfperf.gates.budgets import budgets_from_marker, check_budgets
     from pytest_tfperf.config import MarkerOptions
-    from pytest_tfperf.measuring.runner import build_measurement
+    from pytest_tfperf.measuring.workload import build_measurement
 
     options = MarkerOptions(max_input_bound_fraction=0.1)
     for wait, expected in ((640_000, 1), (10_000, 0)):

@@ -118,7 +118,7 @@ def test_analyse_adds_the_growth_metric_gateable_by_the_marker_budget() -> None:
     from pytest_tfperf.gates.budgets import budgets_from_marker, check_budgets
     from pytest_tfperf.config import MarkerOptions
     from pytest_tfperf.model import Timings
-    from pytest_tfperf.measuring.runner import RawRun, build_measurement
+    from pytest_tfperf.measuring.workload import RawRun, build_measurement
 
     timings = Timings(samples_ns=(1000,) * 10, round_sizes=(5, 5), items_per_iteration=1, first_call_ns=1)
     budget = budgets_from_marker(MarkerOptions(max_memory_growth_bytes_per_iteration=2**20))
@@ -235,7 +235,7 @@ def test_the_budget_and_the_diagnosis_always_agree(seed: int) -> None:
     from pytest_tfperf.gates.budgets import budgets_from_marker, check_budgets
     from pytest_tfperf.config import MarkerOptions
     from pytest_tfperf.model import Timings
-    from pytest_tfperf.measuring.runner import RawRun, build_measurement
+    from pytest_tfperf.measuring.workload import RawRun, build_measurement
 
     rng = random.Random(seed)
     s = warm_up_series(rng.choice([0, 5, 27, 200]) * 2**20, tau=rng.choice([30, 300, 3000]),

@@ -16,6 +16,7 @@ from pytest_tfperf.diagnoses import diagnostics
 from pytest_tfperf.probes import gpu_busy
 from pytest_tfperf.probes import nvml
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.workload import RawRun, RunSettings, Workload
 from pytest_tfperf.model import GpuBusy
 from tests.fakes import FakeGpu, make_fake_pynvml
 
@@ -48,17 +49,17 @@ class FakeClock:
         self.now += ns
 
 
-def measure(probes: list[nvml.NvmlMemoryProbe], work: dict[str, object], rounds: int = 3) -> dict[str, runner.RawRun]:
+def measure(probes: list[nvml.NvmlMemoryProbe], work: dict[str, object], rounds: int = 3) -> dict[str, RawRun]:
     clock = FakeClock()
 
-    def timed(fn: object) -> runner.Workload:
+    def timed(fn: object) -> Workload:
         def call() -> None:
             clock.work(1_000_000)
             fn()  # type: ignore[operator]
-        return runner.Workload(call=call)
+        return Workload(call=call)
 
     return runner.measure({name: timed(fn) for name, fn in work.items()},
-                          runner.RunSettings(budget_s=0.001 * rounds, rounds=rounds, warmup_s=0.0),
+                          RunSettings(budget_s=0.001 * rounds, rounds=rounds, warmup_s=0.0),
                           clock=clock, probes=probes, watch=False)
 
 
@@ -185,8 +186,8 @@ def test_the_diagnosis_names_the_input_wait_beside_the_busy_figure(monkeypatch: 
     def step(element: object) -> None:
         clock.work(1_000_000)
 
-    raw = runner.measure({"": runner.Workload(call=pull, pull=pull, step=step)},
-                         runner.RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0),
+    raw = runner.measure({"": Workload(call=pull, pull=pull, step=step)},
+                         RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0),
                          clock=clock, probes=[probe], watch=False, split_input=False)[""]
     _, diagnoses = diagnostics.analyse(raw)
     [d] = [d for d in diagnoses if d.kind == "gpu_busy"]
@@ -198,7 +199,7 @@ def test_the_diagnosis_names_the_input_wait_beside_the_busy_figure(monkeypatch: 
 def test_busy_figures_stay_out_where_nvml_took_no_reading() -> None:
     extras: list[tuple[str, float]] = []
     diagnoses: list[object] = []
-    raw = runner.RawRun(timings=None, memory=(), input_wait_ns=())  # type: ignore[arg-type]
+    raw = RawRun(timings=None, memory=(), input_wait_ns=())  # type: ignore[arg-type]
     gpu_busy.extend_analysis(raw, extras, diagnoses)  # type: ignore[arg-type]
     assert extras == [] and diagnoses == []
 

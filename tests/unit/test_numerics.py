@@ -29,6 +29,7 @@ def test_first_non_finite_value_names_iteration_and_place(value: object, where: 
 
 def test_the_measurement_stops_at_the_first_non_finite_loss_with_its_iteration() -> None:
     from pytest_tfperf.measuring import runner
+    from pytest_tfperf.measuring.workload import RunSettings, Workload
 
     calls = {"n": 0}
 
@@ -36,16 +37,17 @@ def test_the_measurement_stops_at_the_first_non_finite_loss_with_its_iteration()
         calls["n"] += 1
         return {"loss": math.nan if calls["n"] > 37 else 0.5}
 
-    w = runner.Workload(call=step, check_output=check_finite)
+    w = Workload(call=step, check_output=check_finite)
     with pytest.raises(NonFiniteError) as info:
-        runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=3, warmup_s=0.0), watch=False)
+        runner.measure({"": w}, RunSettings(budget_s=0.05, rounds=3, warmup_s=0.0), watch=False)
     assert info.value.iteration == 37  # the 38th call; the first call is iteration 0
     assert calls["n"] == 38  # nothing ran after it
 
 
 def test_a_finite_run_is_not_stopped() -> None:
     from pytest_tfperf.measuring import runner
+    from pytest_tfperf.measuring.workload import RunSettings, Workload
 
-    w = runner.Workload(call=lambda: {"loss": 0.5}, check_output=check_finite)
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.01, rounds=2, warmup_s=0.0), watch=False)[""]
+    w = Workload(call=lambda: {"loss": 0.5}, check_output=check_finite)
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.01, rounds=2, warmup_s=0.0), watch=False)[""]
     assert raw.timings.iterations >= 2

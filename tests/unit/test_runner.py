@@ -12,6 +12,9 @@ import tracemalloc
 import pytest
 
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.variant_state import VariantState
+from pytest_tfperf.measuring.watchdog import Abandoned, Progress
+from pytest_tfperf.measuring.workload import DatasetPuller, Plan, RunSettings, Workload, dataset_puller, plan_rounds
 from pytest_tfperf.model import MemorySource
 
 
@@ -56,20 +59,20 @@ class FakeProbe:
 
 
 def test_plan_fills_the_budget_with_equal_rounds() -> None:
-    plan = runner.plan_rounds(1_000_000, runner.RunSettings(budget_s=2.0, rounds=5))  # 1 ms per iteration
-    assert plan == runner.Plan(rounds=5, iterations_per_round=400)
+    plan = plan_rounds(1_000_000, RunSettings(budget_s=2.0, rounds=5))  # 1 ms per iteration
+    assert plan == Plan(rounds=5, iterations_per_round=400)
 
 
 def test_plan_for_a_slow_workload_keeps_at_least_min_rounds() -> None:
-    plan = runner.plan_rounds(3e9, runner.RunSettings(budget_s=2.0, rounds=5, min_rounds=3))  # 3 s per iteration
-    assert plan == runner.Plan(rounds=3, iterations_per_round=1)
+    plan = plan_rounds(3e9, RunSettings(budget_s=2.0, rounds=5, min_rounds=3))  # 3 s per iteration
+    assert plan == Plan(rounds=3, iterations_per_round=1)
 
 
 def test_settings_reject_nonsense() -> None:
     with pytest.raises(ValueError, match="budget_s"):
-        runner.RunSettings(budget_s=0)
+        RunSettings(budget_s=0)
     with pytest.raises(ValueError, match="rounds"):
-        runner.RunSettings(rounds=0)
+        RunSettings(rounds=0)
 
 
 def test_every_iteration_is_timed_and_first_call_is_separate() -> None:
@@ -81,8 +84,8 @@ def test_every_iteration_is_timed_and_first_call_is_separate() -> None:
         clock.work(50_000_000 if not calls else 1_000_000)
         calls.append(1)
 
-    raw = runner.measure({"": runner.Workload(call=work, items_per_iteration=32)},
-                         runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock, watch=False)[""]
+    raw = runner.measure({"": Workload(call=work, items_per_iteration=32)},
+                         RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock, watch=False)[""]
     t = raw.timings
     assert t.first_call_ns == 50_000_000
     assert t.round_sizes == (10, 10, 10, 10, 10)
@@ -100,9 +103,9 @@ def test_variants_are_interleaved_round_by_round() -> None:
             order.append(name)
         return work
 
-    raws = runner.measure({"a": runner.Workload(call=make("a", 1_000_000)),
-                           "b": runner.Workload(call=make("b", 2_000_000))},
-                          runner.RunSettings(budget_s=0.01, rounds=4, warmup_s=0.0), clock=clock, watch=False)
+    raws = runner.measure({"a": Workload(call=make("a", 1_000_000)),
+                           "b": Workload(call=make("b", 2_000_000))},
+                          RunSettings(budget_s=0.01, rounds=4, warmup_s=0.0), clock=clock, watch=False)
     assert raws["a"].timings.round_sizes == (2, 2, 2, 2)
     assert raws["b"].timings.round_sizes == (1, 1, 1, 1)
     steady = order[4:]  # after two warm-up calls each
@@ -119,7 +122,7 @@ def test_memory_peaks_are_reset_per_round_and_read_at_round_end() -> None:
         clock.work(1_000_000)
         probe.allocate(next(sizes))
 
-    raw = runner.measure({"": runner.Workload(call=work)}, runner.RunSettings(budget_s=0.006, rounds=3, warmup_s=0.0),
+    raw = runner.measure({"": Workload(call=work)}, RunSettings(budget_s=0.006, rounds=3, warmup_s=0.0),
                          clock=clock, probes=[probe], watch=False)[""]
     (peak,) = raw.memory
     assert probe.resets == 1 + 3  # once before the first call (for OOM messages), then once per round
@@ -130,8 +133,8 @@ def test_memory_peaks_are_reset_per_round_and_read_at_round_end() -> None:
 
 def test_an_unavailable_probe_is_reported_with_its_reason() -> None:
     clock = FakeClock()
-    raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000))},
-                         runner.RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock,
+    raw = runner.measure({"": Workload(call=lambda: clock.work(1_000))},
+                         RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock,
                          probes=[FakeProbe(unavailable="stats are off")], watch=False)[""]
     (peak,) = raw.memory
     assert peak.peak_bytes is None and peak.unavailable == "stats are off"
@@ -147,8 +150,8 @@ def test_pull_and_step_time_the_input_wait_apart() -> None:
     def step(element: object) -> None:
         clock.work(1_000_000)
 
-    w = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=8)
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.04, rounds=2, warmup_s=0.0), clock=clock,
+    w = Workload(call=pull, pull=pull, step=step, items_per_iteration=8)
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.04, rounds=2, warmup_s=0.0), clock=clock,
                          watch=False)[""]
     assert set(raw.timings.samples_ns) == {4_000_000}
     assert set(raw.input_wait_ns) == {3_000_000}
@@ -165,8 +168,8 @@ def test_trace_counts_split_warm_up_from_steady_state() -> None:
         if clock.now > 20_000_000:
             traces["n"] += 1  # then retraces late in the run
 
-    w = runner.Workload(call=work, trace_total=lambda: traces["n"])
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.03, rounds=3, warmup_s=0.0), clock=clock,
+    w = Workload(call=work, trace_total=lambda: traces["n"])
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.03, rounds=3, warmup_s=0.0), clock=clock,
                          watch=False)[""]
     assert raw.traces_first_call == 1
     assert raw.traces_steady == traces["n"] - 1 > 0
@@ -175,22 +178,22 @@ def test_trace_counts_split_warm_up_from_steady_state() -> None:
 def test_output_check_sees_every_iteration_index() -> None:
     clock = FakeClock()
     seen: list[int] = []
-    w = runner.Workload(call=lambda: clock.work(1_000), check_output=lambda i, out: seen.append(i))
-    runner.measure({"": w}, runner.RunSettings(budget_s=0.00001, rounds=2, warmup_s=0.0), clock=clock, watch=False)
+    w = Workload(call=lambda: clock.work(1_000), check_output=lambda i, out: seen.append(i))
+    runner.measure({"": w}, RunSettings(budget_s=0.00001, rounds=2, warmup_s=0.0), clock=clock, watch=False)
     assert seen == list(range(len(seen))) and len(seen) >= 4
 
 
 def test_dataset_puller_restarts_a_finite_dataset_and_refuses_an_empty_one() -> None:
-    pull = runner.dataset_puller(lambda: iter([1, 2]))
+    pull = dataset_puller(lambda: iter([1, 2]))
     assert [pull() for _ in range(5)] == [1, 2, 1, 2, 1]
-    empty = runner.dataset_puller(lambda: iter([]))
+    empty = dataset_puller(lambda: iter([]))
     with pytest.raises(ValueError, match="empty"):
         empty()
 
 
 def test_smoke_runs_the_workload_exactly_once() -> None:
     calls = []
-    raw = runner.smoke(runner.Workload(call=lambda: calls.append(1), items_per_iteration=4), runner.RunSettings())
+    raw = runner.smoke(Workload(call=lambda: calls.append(1), items_per_iteration=4), RunSettings())
     assert calls == [1]
     assert raw.timings.iterations == 1 and raw.timings.items_per_iteration == 4
 
@@ -220,7 +223,7 @@ def test_memory_is_read_between_chunks_untimed_with_the_iteration_index() -> Non
         clock.work(1_000_000)
         reader.in_use += 4096
 
-    raw = runner.measure({"": runner.Workload(call=work)}, runner.RunSettings(budget_s=0.5, rounds=5, warmup_s=0.0),
+    raw = runner.measure({"": Workload(call=work)}, RunSettings(budget_s=0.5, rounds=5, warmup_s=0.0),
                          clock=clock, watch=False, memory_readers=[reader])[""]
     assert set(raw.timings.samples_ns) == {1_000_000}  # 7 ms readings never inside an iteration
     (series,) = raw.memory_series
@@ -235,8 +238,8 @@ def test_memory_is_read_between_chunks_untimed_with_the_iteration_index() -> Non
 
 def test_without_readers_nothing_is_read_and_no_series_is_reported() -> None:
     clock = FakeClock()
-    raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000))},
-                         runner.RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock, watch=False)[""]
+    raw = runner.measure({"": Workload(call=lambda: clock.work(1_000))},
+                         RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock, watch=False)[""]
     assert raw.memory_series == ()
 
 
@@ -251,8 +254,8 @@ def test_a_failed_reader_drops_its_series_instead_of_faking_a_step() -> None:
         return None if calls["n"] == 5 else 123
 
     bad.read = flaky  # type: ignore[method-assign]
-    raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000_000))},
-                         runner.RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0), clock=clock, watch=False,
+    raw = runner.measure({"": Workload(call=lambda: clock.work(1_000_000))},
+                         RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0), clock=clock, watch=False,
                          memory_readers=[good, bad])[""]
     assert [s.source for s in raw.memory_series] == ["rss"]
 
@@ -272,8 +275,8 @@ def test_pull_and_step_are_also_measured_apart_within_the_same_budget() -> None:
         clock.work(1_000_000)
         stepped.append(element)
 
-    w = runner.Workload(call=pull, pull=pull, step=step, items_per_iteration=8)
-    settings = runner.RunSettings(budget_s=0.4, rounds=4, warmup_s=0.0)
+    w = Workload(call=pull, pull=pull, step=step, items_per_iteration=8)
+    settings = RunSettings(budget_s=0.4, rounds=4, warmup_s=0.0)
     start = clock.now
     raw = runner.measure({"": w}, settings, clock=clock, watch=False)[""]
     split = raw.input_split
@@ -297,8 +300,8 @@ def test_pull_and_step_are_also_measured_apart_within_the_same_budget() -> None:
 
 def test_split_can_be_turned_off() -> None:
     clock = FakeClock()
-    w = runner.Workload(call=lambda: 1, pull=lambda: clock.work(1_000), step=lambda e: clock.work(1_000))
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock,
+    w = Workload(call=lambda: 1, pull=lambda: clock.work(1_000), step=lambda e: clock.work(1_000))
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.001, rounds=2, warmup_s=0.0), clock=clock,
                          watch=False, split_input=False)[""]
     assert raw.input_split is None and raw.input_wait_ns
 
@@ -316,7 +319,7 @@ def test_an_error_leaves_with_where_it_happened_and_the_peaks_at_that_moment() -
             raise MemoryError("no more")
 
     with pytest.raises(MemoryError) as info:
-        runner.measure({"": runner.Workload(call=work)}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0),
+        runner.measure({"": Workload(call=work)}, RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0),
                        clock=clock, probes=[probe], watch=False)
     exc = info.value
     assert exc.tfperf_phase.startswith("round ")  # type: ignore[attr-defined]
@@ -326,19 +329,19 @@ def test_an_error_leaves_with_where_it_happened_and_the_peaks_at_that_moment() -
 
 def test_an_abandoned_measurement_stops_at_its_next_chunk() -> None:
     clock = FakeClock()
-    progress_seen: list[runner.Progress] = []
+    progress_seen: list[Progress] = []
     calls = {"n": 0}
 
     def work() -> None:
         calls["n"] += 1
         clock.work(1_000_000)
 
-    st = runner._VariantState("", runner.Workload(call=work))
+    st = VariantState("", Workload(call=work))
     st.per_probe_rounds, st.per_probe_baseline = [], []
-    progress = runner.Progress()
+    progress = Progress()
     progress_seen.append(progress)
     progress.abandoned = True  # as the watchdog sets it after a stall
-    with pytest.raises(runner.Abandoned):
+    with pytest.raises(Abandoned):
         runner._timed_round(st, 100, clock, None, (), progress, chunk=10)
     assert calls["n"] == 10
 
@@ -346,7 +349,7 @@ def test_an_abandoned_measurement_stops_at_its_next_chunk() -> None:
 def test_each_round_starts_with_its_own_variants_typical_time() -> None:
     clock = FakeClock()
     seen: dict[str, set[float | None]] = {"a": set(), "b": set()}
-    holder: dict[str, runner.Progress] = {}
+    holder: dict[str, Progress] = {}
 
     def make(name: str, ns: int):  # type: ignore[no-untyped-def]
         def work() -> None:
@@ -367,9 +370,9 @@ def test_each_round_starts_with_its_own_variants_typical_time() -> None:
 
     runner.Progress = Spy  # type: ignore[misc]
     try:
-        runner.measure({"a": runner.Workload(call=make("a", 1_000_000)),
-                        "b": runner.Workload(call=make("b", 50_000_000))},
-                       runner.RunSettings(budget_s=0.2, rounds=3, warmup_s=0.0), clock=clock, watch=False)
+        runner.measure({"a": Workload(call=make("a", 1_000_000)),
+                        "b": Workload(call=make("b", 50_000_000))},
+                       RunSettings(budget_s=0.2, rounds=3, warmup_s=0.0), clock=clock, watch=False)
     finally:
         runner.Progress = original  # type: ignore[misc]
     assert seen["a"] == {1_000_000} and seen["b"] == {50_000_000}
@@ -382,14 +385,14 @@ def test_the_extra_phases_run_after_the_together_rounds_on_their_own_iterator() 
     clock = FakeClock()
     events: list[str] = []
 
-    def make_puller(tag: str) -> runner.DatasetPuller:
+    def make_puller(tag: str) -> DatasetPuller:
         def elements():  # noqa: ANN202
             for i in range(5):  # a finite dataset: 5 elements an epoch
                 clock.work(1_000_000)
                 events.append(tag)
                 yield i
 
-        return runner.dataset_puller(elements)
+        return dataset_puller(elements)
 
     shared = make_puller("together")
     handed: list[object] = []
@@ -402,9 +405,9 @@ def test_the_extra_phases_run_after_the_together_rounds_on_their_own_iterator() 
 
         return pull
 
-    w = runner.Workload(call=shared, pull=shared, step=lambda e: clock.work(4_000_000), items_per_iteration=1,
+    w = Workload(call=shared, pull=shared, step=lambda e: clock.work(4_000_000), items_per_iteration=1,
                         restarts=lambda: shared.restarts, fresh_pull=lambda: make_puller("alone"), handover=handover)
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.5, rounds=3, warmup_s=0.0), clock=clock,
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.5, rounds=3, warmup_s=0.0), clock=clock,
                          watch=False, memory_readers=[])[""]
     # every pull of the shared iterator comes before the first of the dataset-alone phase's own
     # every pull of the shared iterator comes before the dataset-alone phase's own, but the one element the
@@ -423,15 +426,15 @@ def test_the_extra_phases_run_after_the_together_rounds_on_their_own_iterator() 
 
 def test_restarted_pulls_are_marked_by_their_index() -> None:
     clock = FakeClock()
-    pull = runner.dataset_puller(lambda: iter(range(4)))
-    w = runner.Workload(call=pull, pull=pull, step=lambda e: clock.work(1_000_000), restarts=lambda: pull.restarts)
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0), clock=clock,
+    pull = dataset_puller(lambda: iter(range(4)))
+    w = Workload(call=pull, pull=pull, step=lambda e: clock.work(1_000_000), restarts=lambda: pull.restarts)
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.02, rounds=2, warmup_s=0.0), clock=clock,
                          watch=False, split_input=False)[""]
     # warm-up took elements 0 and 1; measured pulls are 2, 3, (restart) 0, 1, 2, 3, (restart) 0, ...
     assert raw.input_restart_iterations[:2] == (2, 6)
 
 
-def _growing_workload(clock: FakeClock, reader: FakeReader, per_call: object) -> runner.Workload:
+def _growing_workload(clock: FakeClock, reader: FakeReader, per_call: object) -> Workload:
     calls = {"n": 0}
 
     def work() -> None:
@@ -439,7 +442,7 @@ def _growing_workload(clock: FakeClock, reader: FakeReader, per_call: object) ->
         calls["n"] += 1
         reader.in_use += per_call(calls["n"])  # type: ignore[operator]
 
-    return runner.Workload(call=work)
+    return Workload(call=work)
 
 
 def test_a_steady_leak_is_measured_longer_and_confirmed() -> None:
@@ -448,7 +451,7 @@ def test_a_steady_leak_is_measured_longer_and_confirmed() -> None:
     clock = FakeClock()
     reader = FakeReader(clock)
     w = _growing_workload(clock, reader, lambda n: 256 * 1024)
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
                          watch=False, memory_readers=[reader])[""]
     (series,) = raw.memory_series
     assert series.confirmation_iterations >= 100
@@ -464,7 +467,7 @@ def test_warm_up_growth_is_measured_longer_and_then_not_accused() -> None:
     # 1 MiB a call for the first 60 calls (warm-up), flat afterwards: the timed rounds (about 50 calls)
     # lie inside the rise, so only measuring longer can tell
     w = _growing_workload(clock, reader, lambda n: 2**20 if n <= 60 else 0)
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
                          watch=False, memory_readers=[reader])[""]
     (series,) = raw.memory_series
     assert series.confirmation_iterations >= 100
@@ -477,7 +480,7 @@ def test_nothing_is_measured_longer_without_growth() -> None:
     clock = FakeClock()
     reader = FakeReader(clock)
     w = _growing_workload(clock, reader, lambda n: 0)
-    raw = runner.measure({"": w}, runner.RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
                          watch=False, memory_readers=[reader])[""]
     assert raw.memory_series[0].confirmation_iterations == 0
 
@@ -509,8 +512,8 @@ def test_a_round_allocates_nothing_the_probes_can_see() -> None:
     probe = TracemallocProbe()
     tracemalloc.start()
     try:
-        raw = runner.measure({"": runner.Workload(call=lambda: clock.work(1_000))},
-                             runner.RunSettings(budget_s=0.06, rounds=3, warmup_s=0.0),
+        raw = runner.measure({"": Workload(call=lambda: clock.work(1_000))},
+                             RunSettings(budget_s=0.06, rounds=3, warmup_s=0.0),
                              clock=clock, probes=[probe], watch=False)[""]
     finally:
         tracemalloc.stop()
@@ -534,8 +537,8 @@ def test_the_samples_of_a_pull_and_step_workload_stay_out_of_the_round_too() -> 
 
     tracemalloc.start()
     try:
-        raw = runner.measure({"": runner.Workload(call=lambda: None, pull=pull, step=step)},
-                             runner.RunSettings(budget_s=0.02, rounds=5, warmup_s=0.0),
+        raw = runner.measure({"": Workload(call=lambda: None, pull=pull, step=step)},
+                             RunSettings(budget_s=0.02, rounds=5, warmup_s=0.0),
                              clock=clock, probes=[probe], watch=False, split_input=False)[""]
     finally:
         tracemalloc.stop()
@@ -554,8 +557,8 @@ probe = memory_probes.HwmRssProbe()
 out = {"unavailable": probe.unavailable}
 if probe.unavailable is None:
     for name, call in (("no-op", lambda: None), ("sum(range(1000))", lambda: sum(range(1000)))):
-        peak = runner.measure({"": runner.Workload(call=call)},
-                              runner.RunSettings(budget_s=0.2, rounds=3, warmup_s=0.0), probes=[probe])[""].memory[0]
+        peak = runner.measure({"": Workload(call=call)},
+                              RunSettings(budget_s=0.2, rounds=3, warmup_s=0.0), probes=[probe])[""].memory[0]
         out[name] = [p - s for p, s in zip(peak.per_round_peak_bytes, peak.per_round_start_bytes)]
 print("RESULT " + json.dumps(out))
 """

@@ -8,6 +8,8 @@ import time
 import pytest
 
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.watchdog import Progress
+from pytest_tfperf.measuring.workload import RunSettings, Workload
 from pytest_tfperf.measuring.watchdog import StallError, StallPolicy, run_watched
 
 
@@ -27,7 +29,7 @@ def test_policy_rejects_nonsense(kwargs: dict[str, float]) -> None:
 
 def test_a_blocked_iteration_fails_within_its_deadline_with_every_stack() -> None:
     release = threading.Event()
-    progress = runner.Progress()
+    progress = Progress()
 
     def body() -> None:
         progress.phase = "round 2/5"
@@ -54,12 +56,12 @@ def test_errors_of_the_workload_surface_in_the_calling_thread() -> None:
         raise KeyError("boom")
 
     with pytest.raises(KeyError, match="boom"):
-        run_watched(body, runner.Progress(), StallPolicy(poll_s=0.01))
+        run_watched(body, Progress(), StallPolicy(poll_s=0.01))
 
 
 def test_disabled_watchdog_runs_on_the_calling_thread() -> None:
     seen = []
-    run_watched(lambda: seen.append(threading.current_thread()), runner.Progress(), StallPolicy(enabled=False))
+    run_watched(lambda: seen.append(threading.current_thread()), Progress(), StallPolicy(enabled=False))
     assert seen == [threading.current_thread()]
 
 
@@ -72,7 +74,7 @@ def test_resource_snapshot_names_process_and_machine_memory() -> None:
 
 def test_the_first_call_has_only_the_ceiling_as_its_deadline() -> None:
     release = threading.Event()
-    progress = runner.Progress()
+    progress = Progress()
 
     def body() -> None:
         progress.phase = "first call"
@@ -96,7 +98,7 @@ def test_a_stalled_thread_is_marked_abandoned_and_listed_until_it_ends() -> None
     from pytest_tfperf.measuring.watchdog import abandoned_summary, abandoned_threads
 
     release = threading.Event()
-    progress = runner.Progress()
+    progress = Progress()
 
     def body() -> None:
         progress.phase = "round 1/5"
@@ -131,13 +133,13 @@ def test_a_measurement_that_resumes_after_its_stall_stops_instead_of_measuring_o
             release.wait(30)
         time.sleep(0.0002)
 
-    settings = runner.RunSettings(budget_s=0.5, rounds=5, warmup_s=0.02,
+    settings = RunSettings(budget_s=0.5, rounds=5, warmup_s=0.02,
                                   stall=StallPolicy(multiple=10, floor_s=0.3, ceiling_s=5, poll_s=0.02))
     from pytest_tfperf.measuring.watchdog import abandoned_threads
 
     before = set(abandoned_threads())
     with pytest.raises(StallError):
-        runner.measure({"": runner.Workload(call=work)}, settings)
+        runner.measure({"": Workload(call=work)}, settings)
     (thread,) = set(abandoned_threads()) - before
     release.set()
     thread.join(5)
@@ -148,10 +150,9 @@ def test_a_measurement_that_resumes_after_its_stall_stops_instead_of_measuring_o
 
 _HARD_EXIT_SCRIPT = """
 import ctypes, sys, time
-from pytest_tfperf.measuring import runner
-from pytest_tfperf.measuring.watchdog import StallPolicy, run_watched
+from pytest_tfperf.measuring.watchdog import Progress, StallPolicy, run_watched
 
-progress = runner.Progress()
+progress = Progress()
 mode = sys.argv[1]
 
 def body():
