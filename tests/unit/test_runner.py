@@ -553,6 +553,7 @@ _HWM_NOOP_SCRIPT = """
 import json
 from pytest_tfperf.probes import memory_probes
 from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring.workload import RunSettings, Workload
 probe = memory_probes.HwmRssProbe()
 out = {"unavailable": probe.unavailable}
 if probe.unavailable is None:
