@@ -57,11 +57,8 @@ from pytest_tfperf.gates.verdict import Tolerances
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, Timings
 from pytest_tfperf.storage.runs import RECORD, REFRESH, BaselineRuns, summarize  # noqa: E402
-from pytest_tfperf.storage.serialization import (
-    Field,
-    memory_peak_from_dict,
-    memory_peak_to_dict,
-)
+from pytest_tfperf.storage.fields import Field
+from pytest_tfperf.storage.serialization import memory_peak_from_dict, memory_peak_to_dict
 from pytest_tfperf.stats import wilson_interval
 from pytest_tfperf.gates.stored_rule import log_spread, machine_spread
 

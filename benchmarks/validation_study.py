@@ -414,7 +414,7 @@ def verdict_rows(doc: Any, plan: Plan, kind: SessionKind, session: int) -> list[
     rows = []
     if kind.name == "paired":
         from pytest_tfperf.gates.paired import judge_paired
-        from pytest_tfperf.storage.serialization import to_json_value
+        from pytest_tfperf.storage.documents import to_json_value
 
         by_test: dict[str, dict[str, Any]] = {}
         for m in doc.measurements:

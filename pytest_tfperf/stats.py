@@ -7,6 +7,7 @@ testable without it.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +32,11 @@ def percentile(values: Sequence[float], q: float) -> float:
         raise ValueError("percentile of an empty sequence")
     if not 0.0 <= q <= 100.0:
         raise ValueError(f"percentile q must be in [0, 100], got {q}")
-    ordered = sorted(values)
+    return sorted_percentile(sorted(values), q)
+
+
+def sorted_percentile(ordered: Sequence[float], q: float) -> float:
+    """``percentile`` of data already sorted (linear interpolation; q=50 is the median)."""
     pos = (len(ordered) - 1) * q / 100.0
     lo = math.floor(pos)
     hi = math.ceil(pos)
@@ -44,6 +49,40 @@ def mad(values: Sequence[float]) -> float:
     """Median absolute deviation (unscaled)."""
     med = median(values)
     return median([abs(v - med) for v in values])
+
+
+def sorted_mad(ordered: Sequence[float], median: float) -> float:
+    """``mad`` of sorted data without building and sorting the deviations.
+
+    Deviations below the median, read leftwards, and above it, read rightwards,
+    are two ascending sequences; their k-th smallest element comes from a
+    binary search over how many to take from each.
+    """
+    split = bisect.bisect_left(ordered, median)
+    n_low, n_high = split, len(ordered) - split
+
+    def low(i: int) -> float:
+        return median - ordered[split - 1 - i]
+
+    def high(j: int) -> float:
+        return ordered[split + j] - median
+
+    def kth(k: int) -> float:  # 0-based
+        lo, hi = max(0, k + 1 - n_high), min(k + 1, n_low)
+        while True:
+            i = (lo + hi) // 2  # taken from the low side; j = k + 1 - i from the high side
+            j = k + 1 - i
+            if i < n_low and j > 0 and high(j - 1) > low(i):
+                lo = i + 1
+            elif i > 0 and j < n_high and low(i - 1) > high(j):
+                hi = i - 1
+            else:
+                return max(low(i - 1) if i > 0 else -math.inf, high(j - 1) if j > 0 else -math.inf)
+
+    n = len(ordered)
+    if n % 2:
+        return kth(n // 2)
+    return (kth(n // 2 - 1) + kth(n // 2)) / 2.0
 
 
 def robust_cv(values: Sequence[float]) -> float:

@@ -29,7 +29,7 @@ from pytest_tfperf.gates.rounds import judge_rounds
 from pytest_tfperf.gates.verdict import Status, Tolerances, Verdict
 from pytest_tfperf.model import Environment
 from pytest_tfperf.storage.results_json import ResultsDocument
-from pytest_tfperf.storage.serialization import StorageError
+from pytest_tfperf.storage.fields import StorageError
 from pytest_tfperf.reports.shards import ShardedResults, ShardError, load_shards
 
 EXIT_OK = 0

@@ -694,7 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({time.monotonic() - started:.0f} s)" if facts.get("gpu") else "nothing to check without a GPU")
     if args.json:
         from pytest_tfperf.storage.atomic_files import atomic_write_text
-        from pytest_tfperf.storage.serialization import utc_timestamp
+        from pytest_tfperf.storage.documents import utc_timestamp
 
         document = {"schema": SCHEMA, "schema_version": 1, "created_at": utc_timestamp(), "machine": facts,
                     "checks": [c.to_dict() for c in checks], "failed": len(failed)}

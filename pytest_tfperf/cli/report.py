@@ -19,7 +19,7 @@ from typing import TextIO
 
 from pytest_tfperf.reports.shards import ShardError, load_shards
 from pytest_tfperf.reports.sources import gather
-from pytest_tfperf.storage.serialization import StorageError
+from pytest_tfperf.storage.fields import StorageError
 
 EXIT_OK = 0
 EXIT_ERROR = 2

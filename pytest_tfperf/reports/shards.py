@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_tfperf.model import Environment, Measurement
 from pytest_tfperf.storage.results_json import ResultsDocument, load_results
-from pytest_tfperf.storage.serialization import StorageError
+from pytest_tfperf.storage.fields import StorageError
 
 
 class ShardError(Exception):

@@ -14,7 +14,8 @@ from pytest_tfperf.reports.shards import ShardedResults, merge_results
 from pytest_tfperf.storage.baseline_store import BaselineStore
 from pytest_tfperf.storage.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows
 from pytest_tfperf.storage.results_json import results_from_dict
-from pytest_tfperf.storage.serialization import JsonDict, StorageError, utc_timestamp
+from pytest_tfperf.storage.documents import utc_timestamp
+from pytest_tfperf.storage.fields import JsonDict, StorageError
 
 
 def baseline_figures(store: BaselineStore, test_id: str, environment: Environment) -> BaselineFigures:

@@ -40,7 +40,7 @@ def write_outputs(s: FinishedSession, written: list[str]) -> bool:
     Appends to ``written`` what was written, or why not; returns False when
     something could not be written.
     """
-    from pytest_tfperf.storage.serialization import StorageError
+    from pytest_tfperf.storage.fields import StorageError
 
     steps = []
     if s.config.json_path:

@@ -387,7 +387,8 @@ class PairedRun:
 
     def finish_all(self, completed: bool) -> list[Measurement]:
         """Every measurement the partner sent: one, or each variant of a ``tfperf.compare()`` test."""
-        from pytest_tfperf.storage.serialization import Field, StorageError, measurement_from_dict
+        from pytest_tfperf.storage.fields import Field, StorageError
+        from pytest_tfperf.storage.serialization import measurement_from_dict
 
         if not completed and self.dropped is None:
             self.dropped = "this session's measurement did not complete"

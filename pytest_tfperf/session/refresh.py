@@ -82,7 +82,7 @@ def run_extra_processes(count: int, args: Sequence[str], cwd: Path, *, python: s
     ``positional`` and ``node_ids``: see ``child_arguments``.
     """
     from pytest_tfperf.storage.results_json import load_results
-    from pytest_tfperf.storage.serialization import StorageError
+    from pytest_tfperf.storage.fields import StorageError
 
     start = time.monotonic()
     found: dict[str, list[Measurement]] = {}

@@ -46,7 +46,7 @@ class StoredGate:
         from pytest_tfperf.gates.stored import judge
         from pytest_tfperf.storage.baseline_store import MatchStatus
         from pytest_tfperf.storage.runs import BaselineRuns
-        from pytest_tfperf.storage.serialization import StorageError
+        from pytest_tfperf.storage.fields import StorageError
 
         test_id = outcome.measurement.test_id
         try:

@@ -26,25 +26,23 @@ from pathlib import Path
 from pytest_tfperf.storage.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
 from pytest_tfperf.storage.runs import REFRESH, RunSummary, summarize
-from pytest_tfperf.storage.serialization import (
+from pytest_tfperf.storage.documents import Migration, load_document, package_version, render_json, utc_timestamp
+from pytest_tfperf.storage.fields import (
     REFRESH_COMMAND,
     Field,
     JsonDict,
-    Migration,
     StorageError,
-    environment_from_dict,
-    environment_to_dict,
-    load_document,
-    measurement_from_dict,
-    measurement_to_dict,
-    package_version,
     read_list,
     read_object,
     read_str,
-    render_json,
+)
+from pytest_tfperf.storage.serialization import (
+    environment_from_dict,
+    environment_to_dict,
+    measurement_from_dict,
+    measurement_to_dict,
     run_summary_from_dict,
     run_summary_to_dict,
-    utc_timestamp,
 )
 
 SCHEMA = "pytest-tfperf/baseline"

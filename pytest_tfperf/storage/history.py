@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING
 from pytest_tfperf.storage.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
 from pytest_tfperf.storage.runs import RECORD, REFRESH, RunSummary
-from pytest_tfperf.storage.serialization import StorageError, package_version, summarize_timings, utc_timestamp
+from pytest_tfperf.storage.documents import package_version, utc_timestamp
+from pytest_tfperf.storage.fields import StorageError
+from pytest_tfperf.storage.serialization import summarize_timings
 
 if TYPE_CHECKING:
     import pandas

@@ -20,22 +20,20 @@ from typing import Any, Protocol
 
 from pytest_tfperf.storage.atomic_files import atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.storage.serialization import (
-    Field,
-    JsonDict,
+from pytest_tfperf.storage.documents import (
     Migration,
-    StorageError,
-    environment_from_dict,
-    environment_to_dict,
     load_document,
-    measurement_from_dict,
-    measurement_to_dict,
     package_version,
-    read_object,
-    read_str,
     render_json,
     to_json_value,
     utc_timestamp,
+)
+from pytest_tfperf.storage.fields import Field, JsonDict, StorageError, read_object, read_str
+from pytest_tfperf.storage.serialization import (
+    environment_from_dict,
+    environment_to_dict,
+    measurement_from_dict,
+    measurement_to_dict,
 )
 
 SCHEMA = "pytest-tfperf/results"

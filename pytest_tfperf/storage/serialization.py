@@ -1,10 +1,8 @@
-"""Results <-> plain dicts: the only place where the model meets JSON.
+"""The model <-> plain dicts: the only place where the model meets JSON.
 
 Every stored document (baselines, ``--tfperf-json`` results) goes through the
-functions here, so a field is named, typed and validated in one place. Loading
-is strict: anything unexpected raises ``StorageError`` naming the file, the
-field (``entries.<fingerprint>.measurement.timings.rounds_ns[2]``) and what to
-do, because a baseline misread silently is a gate that lies.
+functions here, so a field is named, typed and validated in one place (each
+value read through ``fields``, strictly; whole documents are ``documents``').
 
 Conventions of the stored form:
 
@@ -19,164 +17,28 @@ Conventions of the stored form:
 
 from __future__ import annotations
 
-import bisect
-import dataclasses
-import enum
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
 
+from pytest_tfperf import stats
 from pytest_tfperf.model import Diagnosis, Environment, GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.storage.fields import (
+    Field,
+    JsonDict,
+    describe_value,
+    read_float,
+    read_float_map,
+    read_int,
+    read_list,
+    read_object,
+    read_optional_int,
+    read_optional_str,
+    read_str,
+    read_str_map,
+    write_float,
+)
 from pytest_tfperf.storage.runs import RECORD, REFRESH, RunSummary
-
-JsonDict = dict[str, Any]
-
-REFRESH_COMMAND = "pytest --tfperf --tfperf-update"
-PACKAGE_NAME = "pytest-tfperf"
-
-
-class StorageError(Exception):
-    """A baseline, results or history file cannot be read or written.
-
-    The message says which file, which field, what is wrong and what to do.
-    """
-
-    def __init__(self, message: str, path: str | Path | None = None) -> None:
-        super().__init__(message)
-        self.path = None if path is None else Path(path)
-
-
-def package_version() -> str:
-    """Version of the installed pytest-tfperf, recorded in every file it writes."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(PACKAGE_NAME)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def utc_timestamp(moment: datetime | None = None) -> str:
-    """``2025-11-25T22:04:05Z``: sortable as text, readable in a diff."""
-    moment = datetime.now(timezone.utc) if moment is None else moment
-    if moment.tzinfo is None:
-        raise ValueError("timestamps must be timezone-aware (use datetime.now(timezone.utc))")
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# --------------------------------------------------------------------------- validation
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """Where a value sits: the file it came from and its path inside the document."""
-
-    source: str
-    path: str
-    hint: str = f"fix the file, or delete it and record it again with `{REFRESH_COMMAND}`"
-
-    def key(self, name: str) -> Field:
-        return Field(self.source, f"{self.path}.{name}" if self.path else name, self.hint)
-
-    def index(self, i: int) -> Field:
-        return Field(self.source, f"{self.path}[{i}]", self.hint)
-
-    def error(self, problem: str) -> StorageError:
-        where = f"field '{self.path}'" if self.path else "document"
-        return StorageError(f"{self.source}: {where}: {problem}; {self.hint}.", self.source)
-
-
-def _describe(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=repr)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _type_name(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def read_object(value: object, where: Field, required: Sequence[str], optional: Sequence[str] = ()) -> JsonDict:
-    """An object with exactly these keys (unknown keys are refused: they mean a newer or hand-edited file)."""
-    if not isinstance(value, dict):
-        raise where.error(f"expected an object, found {_type_name(value)}")
-    missing = [k for k in required if k not in value]
-    if missing:
-        raise where.error(f"missing key(s) {', '.join(repr(k) for k in missing)}")
-    unknown = sorted(set(value) - set(required) - set(optional))
-    if unknown:
-        raise where.error(f"unknown key(s) {', '.join(repr(k) for k in unknown)}")
-    return value
-
-
-def read_str(value: object, where: Field, *, non_empty: bool = True) -> str:
-    if not isinstance(value, str):
-        raise where.error(f"expected a string, found {_type_name(value)} {_describe(value)}")
-    if non_empty and not value:
-        raise where.error("expected a non-empty string")
-    return value
-
-
-def read_optional_str(value: object, where: Field) -> str | None:
-    return None if value is None else read_str(value, where)
-
-
-def read_int(value: object, where: Field, *, minimum: int | None = 0) -> int:
-    # bool is an int to Python but never a count or a byte figure.
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise where.error(f"expected an integer, found {_type_name(value)} {_describe(value)}")
-    if minimum is not None and value < minimum:
-        raise where.error(f"expected an integer >= {minimum}, found {value}")
-    return value
-
-
-def read_optional_int(value: object, where: Field, *, minimum: int | None = 0) -> int | None:
-    return None if value is None else read_int(value, where, minimum=minimum)
-
-
-_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-def read_float(value: object, where: Field) -> float:
-    if isinstance(value, str) and value in _NON_FINITE:
-        return _NON_FINITE[value]
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise where.error(f"expected a number, found {_type_name(value)} {_describe(value)}")
-    return float(value)
-
-
-def write_float(value: float) -> float | int | str:
-    """A float as JSON can hold it: non-finite values become ``"nan"``/``"inf"``/``"-inf"``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    value = float(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
-
-
-def read_list(value: object, where: Field) -> list[Any]:
-    if not isinstance(value, list):
-        raise where.error(f"expected a list, found {_type_name(value)} {_describe(value)}")
-    return value
-
-
-def read_str_map(value: object, where: Field) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, dict):
-        raise where.error(f"expected an object, found {_type_name(value)}")
-    return tuple(sorted((k, read_str(v, where.key(k), non_empty=False)) for k, v in value.items()))
-
-
-def read_float_map(value: object, where: Field) -> tuple[tuple[str, float], ...]:
-    if not isinstance(value, dict):
-        raise where.error(f"expected an object, found {_type_name(value)}")
-    return tuple(sorted((k, read_float(v, where.key(k))) for k, v in value.items()))
 
 
 def _float_map_to_dict(pairs: Sequence[tuple[str, float]], what: str) -> JsonDict:
@@ -351,7 +213,7 @@ def gpu_busy_from_dict(value: object, where: Field) -> GpuBusy:
     process = read_list(data.get("per_round_process_fraction", []), process_field)
     on_gpu = data.get("process_on_gpu")
     if on_gpu is not None and not isinstance(on_gpu, bool):
-        raise where.key("process_on_gpu").error(f"expected true, false or null, found {_describe(on_gpu)}")
+        raise where.key("process_on_gpu").error(f"expected true, false or null, found {describe_value(on_gpu)}")
     try:
         return GpuBusy(
             device=read_str(data["device"], where.key("device")),
@@ -409,60 +271,17 @@ def summarize_timings(timings: Timings) -> TimingsSummary:
     every session's samples alive.
     """
     ordered = sorted(timings.samples_ns)
-    median = _sorted_percentile(ordered, 50.0)
-    mad = _median_absolute_deviation(ordered, median)
+    median = stats.sorted_percentile(ordered, 50.0)
+    mad = stats.sorted_mad(ordered, median)
     return TimingsSummary(
         iterations=len(ordered),
         rounds=len(timings.round_sizes),
         median_ns=median,
-        p95_ns=_sorted_percentile(ordered, 95.0),
+        p95_ns=stats.sorted_percentile(ordered, 95.0),
         cv=0.0 if median == 0 else 1.4826 * mad / abs(median),
         throughput_per_s=math.inf if median == 0 else timings.items_per_iteration * 1e9 / median,
         round_throughputs_per_s=timings.round_throughputs_per_s,
     )
-
-
-def _median_absolute_deviation(ordered: Sequence[float], median: float) -> float:
-    """``stats.mad`` of sorted data without building and sorting the deviations.
-
-    Deviations below the median, read leftwards, and above it, read rightwards,
-    are two ascending sequences; their k-th smallest element comes from a
-    binary search over how many to take from each.
-    """
-    split = bisect.bisect_left(ordered, median)
-    n_low, n_high = split, len(ordered) - split
-
-    def low(i: int) -> float:
-        return median - ordered[split - 1 - i]
-
-    def high(j: int) -> float:
-        return ordered[split + j] - median
-
-    def kth(k: int) -> float:  # 0-based
-        lo, hi = max(0, k + 1 - n_high), min(k + 1, n_low)
-        while True:
-            i = (lo + hi) // 2  # taken from the low side; j = k + 1 - i from the high side
-            j = k + 1 - i
-            if i < n_low and j > 0 and high(j - 1) > low(i):
-                lo = i + 1
-            elif i > 0 and j < n_high and low(i - 1) > high(j):
-                hi = i - 1
-            else:
-                return max(low(i - 1) if i > 0 else -math.inf, high(j - 1) if j > 0 else -math.inf)
-
-    n = len(ordered)
-    if n % 2:
-        return kth(n // 2)
-    return (kth(n // 2 - 1) + kth(n // 2)) / 2.0
-
-
-def _sorted_percentile(ordered: Sequence[float], q: float) -> float:
-    # stats.percentile on data already sorted (linear interpolation; q=50 is the median).
-    pos = (len(ordered) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    if lo == hi:
-        return float(ordered[lo])
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def measurement_summary(measurement: Measurement) -> JsonDict:
@@ -551,7 +370,7 @@ def run_summary_from_dict(value: object, where: Field) -> RunSummary:
                        ("git_commit", "memory_added_bytes", "traces_steady"))
     kind = read_str(data["kind"], where.key("kind"))
     if kind not in (REFRESH, RECORD):
-        raise where.key("kind").error(f"expected {REFRESH!r} or {RECORD!r}, found {_describe(kind)}")
+        raise where.key("kind").error(f"expected {REFRESH!r} or {RECORD!r}, found {describe_value(kind)}")
     memory = data.get("memory_added_bytes", {})
     if not isinstance(memory, dict):
         raise where.key("memory_added_bytes").error("expected an object of byte counts")
@@ -590,133 +409,3 @@ def environment_from_dict(value: object, where: Field) -> Environment:
     return environment
 
 
-# --------------------------------------------------------------------------- documents
-
-
-def render_json(document: object) -> str:
-    """Diff-friendly JSON: sorted keys, 2-space indent, lists of plain values on one line.
-
-    A round of samples, or the per-round peaks, is one line: a re-recorded
-    baseline changes a few lines per round instead of thousands, and the
-    structure stays readable in a pull request.
-    """
-    parts: list[str] = []
-    _render(document, 0, parts)
-    parts.append("\n")
-    return "".join(parts)
-
-
-def _scalar(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
-def _render(value: object, depth: int, out: list[str]) -> None:
-    pad = "  " * (depth + 1)
-    if isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        out.append("{\n")
-        for i, key in enumerate(sorted(value)):
-            if not isinstance(key, str):
-                raise TypeError(f"JSON object keys must be strings, found {key!r}")
-            out.append(f"{pad}{_scalar(key)}: ")
-            _render(value[key], depth + 1, out)
-            out.append(",\n" if i < len(value) - 1 else "\n")
-        out.append("  " * depth + "}")
-    elif isinstance(value, (list, tuple)):
-        if all(not isinstance(v, (dict, list, tuple)) for v in value):
-            out.append("[" + ", ".join(_scalar(v) for v in value) + "]")
-            return
-        out.append("[\n")
-        for i, item in enumerate(value):
-            out.append(pad)
-            _render(item, depth + 1, out)
-            out.append(",\n" if i < len(value) - 1 else "\n")
-        out.append("  " * depth + "]")
-    else:
-        out.append(_scalar(value))
-
-
-def to_json_value(value: object, where: str = "value") -> Any:
-    """A copy of ``value`` made of JSON types only (for dicts handed over by other modules, e.g. verdicts).
-
-    Tuples become lists, enums their value, frozen dataclasses dicts of their
-    fields, non-finite floats strings; anything else that JSON cannot hold
-    raises ``TypeError`` naming where it is.
-    """
-    if isinstance(value, enum.Enum):
-        return to_json_value(value.value, where)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json_value(getattr(value, f.name), f"{where}.{f.name}") for f in dataclasses.fields(value)}
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, (int, float)):
-        return write_float(value)
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where}: keys must be strings, found {key!r}")
-            out[key] = to_json_value(item, f"{where}.{key}")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [to_json_value(item, f"{where}[{i}]") for i, item in enumerate(value)]
-    raise TypeError(f"{where}: {type(value).__name__} cannot be stored as JSON")
-
-
-# Reads a version-checked document; each schema passes its own migrations.
-Migration = Callable[[JsonDict], JsonDict]
-
-
-def load_document(
-    path: Path,
-    schema: str,
-    schema_version: int,
-    migrations: Mapping[int, Migration],
-    hint: str,
-    *,
-    regenerate: str = REFRESH_COMMAND,
-) -> JsonDict:
-    """Parse ``path`` and check its schema name and version, upgrading old versions through ``migrations``.
-
-    ``migrations[v]`` turns a version-``v`` document into a version-``v + 1`` one.
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StorageError(f"{path}: no such file", path) from None
-    except UnicodeDecodeError as exc:
-        raise StorageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}): the file is corrupted; "
-                           f"{hint}.", path) from None
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot be read ({exc.strerror or exc}); check its permissions.", path) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        state = "is empty" if not text.strip() else f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        raise StorageError(f"{path}: {state}: the file is truncated or corrupted; {hint}.", path) from None
-    top = Field(str(path), "", hint)
-    if not isinstance(data, dict):
-        raise top.error(f"expected a JSON object at the top, found {_type_name(data)}")
-    found_schema = data.get("schema")
-    if found_schema != schema:
-        raise StorageError(f"{path}: not a {schema} file (its 'schema' is {_describe(found_schema)}, expected "
-                           f"{schema!r}); point pytest-tfperf at the right file.", path)
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise top.key("schema_version").error(f"expected a positive integer, found {_describe(version)}")
-    if version > schema_version:
-        written_by = data.get("written_by", "a newer pytest-tfperf")
-        raise StorageError(
-            f"{path}: {schema} schema version {version} was written by a newer pytest-tfperf "
-            f"({_describe(written_by)}); this pytest-tfperf ({package_version()}) reads versions up to "
-            f"{schema_version}. Upgrade pytest-tfperf, or regenerate the file with `{regenerate}`.", path)
-    while version < schema_version:
-        if version not in migrations:
-            raise StorageError(f"{path}: {schema} schema version {version} is no longer supported; "
-                               f"regenerate the file with `{regenerate}`.", path)
-        data = migrations[version](data)
-        version += 1
-        data["schema_version"] = version
-    return data

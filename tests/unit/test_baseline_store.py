@@ -22,7 +22,8 @@ from pytest_tfperf.storage.baseline_store import (
     baseline_file_name,
 )
 from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.storage.serialization import StorageError, subsample_timings
+from pytest_tfperf.storage.fields import StorageError
+from pytest_tfperf.storage.serialization import subsample_timings
 
 GOLDEN = Path(__file__).parent.parent / "data" / "baselines" / "v1"
 GOLDEN_TEST_ID = "tests/perf/test_train.py::test_train_step[batch=64]"

@@ -20,7 +20,7 @@ from pytest_tfperf.storage.history import (
     metric_trend,
 )
 from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.storage.serialization import StorageError
+from pytest_tfperf.storage.fields import StorageError
 
 CPU = Environment(hard=(("cpu_model", "Xeon"),), soft=(("hostname", "ci"),))
 GPU = Environment(hard=(("cpu_model", "EPYC"), ("accelerator", "H100")))

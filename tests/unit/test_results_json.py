@@ -20,7 +20,8 @@ from pytest_tfperf.storage.results_json import (
     results_to_dict,
     write_results,
 )
-from pytest_tfperf.storage.serialization import StorageError, subsample_timings
+from pytest_tfperf.storage.fields import StorageError
+from pytest_tfperf.storage.serialization import subsample_timings
 
 ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")), soft=(("hostname", "ci-3"),))
 WHEN = datetime(2025, 11, 23, 12, 0, 0, tzinfo=timezone.utc)

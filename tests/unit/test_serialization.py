@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_tfperf.storage import serialization as ser
+from pytest_tfperf.storage.documents import load_document, render_json, to_json_value, utc_timestamp
+from pytest_tfperf.storage.fields import Field, StorageError
 from pytest_tfperf.model import Diagnosis, Environment, GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
 
 
@@ -44,8 +46,8 @@ def make_measurement(test_id: str = "tests/test_a.py::test_step[bs=32]", **chang
 
 
 def round_trip(m: Measurement, **kwargs: object) -> Measurement:
-    text = ser.render_json(ser.measurement_to_dict(m, **kwargs))  # type: ignore[arg-type]
-    return ser.measurement_from_dict(json.loads(text), ser.Field("x.json", "measurement"))
+    text = render_json(ser.measurement_to_dict(m, **kwargs))  # type: ignore[arg-type]
+    return ser.measurement_from_dict(json.loads(text), Field("x.json", "measurement"))
 
 
 def test_measurement_round_trips_exactly() -> None:
@@ -60,7 +62,7 @@ def test_mappings_come_back_sorted_by_name() -> None:
 
 def test_non_finite_floats_are_stored_as_strings_and_come_back() -> None:
     m = make_measurement(extra_metrics=(("a", math.inf), ("b", -math.inf), ("c", math.nan)))
-    text = ser.render_json(ser.measurement_to_dict(m))
+    text = render_json(ser.measurement_to_dict(m))
 
     def refuse(token: str) -> None:
         raise AssertionError(f"non-standard JSON token {token}")
@@ -161,12 +163,12 @@ def test_subsampling_refuses_a_zero_bound() -> None:
 
 
 def _stored() -> dict:
-    return json.loads(ser.render_json(ser.measurement_to_dict(make_measurement())))
+    return json.loads(render_json(ser.measurement_to_dict(make_measurement())))
 
 
 def _load_error(data: dict) -> str:
-    with pytest.raises(ser.StorageError) as info:
-        ser.measurement_from_dict(data, ser.Field("bench/x.json", "entries.abc.measurement"))
+    with pytest.raises(StorageError) as info:
+        ser.measurement_from_dict(data, Field("bench/x.json", "entries.abc.measurement"))
     return str(info.value)
 
 
@@ -208,13 +210,13 @@ def test_invalid_fields_are_refused_with_a_clear_message(edit: object, expected:
 
 def test_environment_round_trips_and_checks_its_fingerprint() -> None:
     env = Environment(hard=(("tf", "2.21"), ("cpu", "Xeon")), soft=(("host", "ci-7"),))
-    data = json.loads(ser.render_json(ser.environment_to_dict(env)))
-    back = ser.environment_from_dict(data, ser.Field("f.json", "environment"))
+    data = json.loads(render_json(ser.environment_to_dict(env)))
+    back = ser.environment_from_dict(data, Field("f.json", "environment"))
     assert back.hard_dict() == env.hard_dict() and back.soft_dict() == env.soft_dict()
     assert back.fingerprint == env.fingerprint
     data["hard"]["tf"] = "2.20"  # edited by hand: the key no longer matches
-    with pytest.raises(ser.StorageError, match="environment.fingerprint.*edited"):
-        ser.environment_from_dict(data, ser.Field("f.json", "environment"))
+    with pytest.raises(StorageError, match="environment.fingerprint.*edited"):
+        ser.environment_from_dict(data, Field("f.json", "environment"))
 
 
 def test_environment_with_a_repeated_key_is_refused() -> None:
@@ -227,25 +229,25 @@ def test_environment_with_a_repeated_key_is_refused() -> None:
 
 def test_render_json_is_sorted_indented_and_keeps_value_lists_on_one_line() -> None:
     doc = {"b": [[1, 2, 3], [4]], "a": {"z": "é/∑", "y": [], "x": {}}, "c": [{"k": None}], "d": 1.5}
-    text = ser.render_json(doc)
+    text = render_json(doc)
     assert json.loads(text) == doc
     assert text.endswith("}\n")
     assert text.index('"a"') < text.index('"b"') < text.index('"c"')
     assert "    [1, 2, 3],\n" in text
     assert '"z": "é/∑"' in text  # readable, not \u-escaped
-    assert ser.render_json(doc) == text
+    assert render_json(doc) == text
 
 
 def test_render_json_refuses_nan() -> None:
     with pytest.raises(ValueError):
-        ser.render_json({"a": math.nan})
+        render_json({"a": math.nan})
 
 
 def test_to_json_value_converts_and_names_what_it_cannot_store() -> None:
     value = {"s": MemorySource.NVML, "t": (1, 2.5), "f": math.inf, "n": None, "nested": {"ok": True}}
-    assert ser.to_json_value(value) == {"s": "nvml", "t": [1, 2.5], "f": "inf", "n": None, "nested": {"ok": True}}
+    assert to_json_value(value) == {"s": "nvml", "t": [1, 2.5], "f": "inf", "n": None, "nested": {"ok": True}}
     with pytest.raises(TypeError, match=r"verdict\.metrics\[1\]: object cannot be stored"):
-        ser.to_json_value({"metrics": [1, object()]}, "verdict")
+        to_json_value({"metrics": [1, object()]}, "verdict")
 
 
 def _doc(path: Path, data: object) -> Path:
@@ -254,12 +256,12 @@ def _doc(path: Path, data: object) -> Path:
 
 
 def _load(path: Path, migrations: dict | None = None) -> dict:
-    return ser.load_document(path, "demo/doc", 2, migrations or {}, "restore it")
+    return load_document(path, "demo/doc", 2, migrations or {}, "restore it")
 
 
 def test_load_document_refuses_newer_versions_with_an_upgrade_hint(tmp_path: Path) -> None:
     path = _doc(tmp_path / "d.json", {"schema": "demo/doc", "schema_version": 3, "written_by": "9.0"})
-    with pytest.raises(ser.StorageError) as info:
+    with pytest.raises(StorageError) as info:
         _load(path)
     message = str(info.value)
     assert str(path) in message and "version 3" in message and "newer pytest-tfperf" in message
@@ -274,7 +276,7 @@ def test_load_document_migrates_older_versions(tmp_path: Path) -> None:
         return {**{k: v for k, v in d.items() if k != "old"}, "new": d["old"]}
 
     assert _load(path, {1: v1_to_v2}) == {"schema": "demo/doc", "schema_version": 2, "new": 1}
-    with pytest.raises(ser.StorageError, match="version 1 is no longer supported"):
+    with pytest.raises(StorageError, match="version 1 is no longer supported"):
         _load(path)
 
 
@@ -293,7 +295,7 @@ def test_load_document_migrates_older_versions(tmp_path: Path) -> None:
 def test_load_document_explains_bad_files(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "d.json"
     path.write_text(content, encoding="utf-8")
-    with pytest.raises(ser.StorageError, match="d.json") as info:
+    with pytest.raises(StorageError, match="d.json") as info:
         _load(path)
     assert expected in str(info.value)
 
@@ -301,16 +303,16 @@ def test_load_document_explains_bad_files(tmp_path: Path, content: str, expected
 def test_load_document_reports_binary_garbage(tmp_path: Path) -> None:
     path = tmp_path / "d.json"
     path.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(ser.StorageError, match="not UTF-8"):
+    with pytest.raises(StorageError, match="not UTF-8"):
         _load(path)
 
 
 def test_utc_timestamp_refuses_naive_datetimes() -> None:
     from datetime import datetime, timezone
 
-    assert ser.utc_timestamp(datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == "2025-01-02T03:04:05Z"
+    assert utc_timestamp(datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == "2025-01-02T03:04:05Z"
     with pytest.raises(ValueError, match="timezone-aware"):
-        ser.utc_timestamp(datetime(2025, 1, 2))
+        utc_timestamp(datetime(2025, 1, 2))
 
 
 def test_storage_modules_import_neither_pytest_tensorflow_nor_pandas() -> None:
