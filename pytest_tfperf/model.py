@@ -330,3 +330,11 @@ def format_value(value: float, unit: str) -> str:
     if unit == "fraction":
         return f"{value:.1%}"
     return f"{value:g} {unit}".strip()
+
+
+def readable_bytes(value: float) -> str:
+    """Bytes in the largest binary unit they reach: '1.5 GiB', '300.0 KiB', '12 B'."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:,.1f} {unit}"
+    return f"{value:,.0f} B"

@@ -21,7 +21,7 @@ class FinishedSession(Protocol):
     config: SessionConfig
     rootdir: str
     outcomes: list[Outcome]
-    failures: list[Any]  # diagnoses.diagnostics.MeasurementFailure
+    failures: list[Any]  # diagnoses.failures.MeasurementFailure
     effects: list[dict[str, Any]]
     invocation: tuple[str, list[str]]
     invocation_args: tuple[str, ...]
@@ -65,7 +65,7 @@ def write_outputs(s: FinishedSession, written: list[str]) -> bool:
 
 def summary_lines(s: FinishedSession, written: Sequence[str]) -> list[str]:
     """The end-of-session summary: the table, notices, diagnoses, what the gates can catch, what was written."""
-    from pytest_tfperf.diagnoses.diagnostics import failure_summary_lines
+    from pytest_tfperf.diagnoses.failures import failure_summary_lines
     from pytest_tfperf.reports import report
 
     if not s.outcomes and not s.failures and not written and not s.effects:

@@ -31,7 +31,7 @@ class TfPerfSession:
         self.config = config
         self.rootdir = rootdir
         self.outcomes: list[Outcome] = []
-        self.failures: list[Any] = []  # diagnoses.diagnostics.MeasurementFailure: stalls, OOMs, NaNs
+        self.failures: list[Any] = []  # diagnoses.failures.MeasurementFailure: stalls, OOMs, NaNs
         self._environment: Environment | None = None
         self._probes: dict[bool, list[Any]] = {}
         self._store: Any = None
@@ -326,10 +326,9 @@ class TfPerfSession:
     def record_failure(self, exc: BaseException, test_id: str, *, batch_size: int | None = None,
                        items_per_iteration: float | None = None) -> str | None:
         """Explain a stall, OOM or NaN, keep it for the summary and the JSON, and return the failure text."""
-        from pytest_tfperf.diagnoses import diagnostics
+        from pytest_tfperf.diagnoses.failures import diagnose_failure
 
-        failure = diagnostics.diagnose_failure(exc, test_id, batch_size=batch_size,
-                                               items_per_iteration=items_per_iteration)
+        failure = diagnose_failure(exc, test_id, batch_size=batch_size, items_per_iteration=items_per_iteration)
         if failure is None:
             return None
         self.failures.append(failure)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_tfperf.diagnoses import diagnostics
+from pytest_tfperf.diagnoses.input_bound import back_to_back_per_s, elements_per_s, input_bound
 from pytest_tfperf.model import Timings
 from pytest_tfperf.measuring.workload import InputSplit, RawRun
 
@@ -30,7 +31,7 @@ def _raw(step_ns: int, wait_ns: int, *, dataset_alone_ns: int | None = None,
 ])
 def test_input_bound_uses_the_profilers_5_and_20_percent_thresholds(step_ns: int, wait_ns: int, words: str,
                                                                     severity: str) -> None:
-    d, fraction = diagnostics.input_bound(_raw(step_ns, wait_ns))
+    d, fraction = input_bound(_raw(step_ns, wait_ns))
     assert fraction == pytest.approx(wait_ns / (step_ns + wait_ns))
     assert d.summary.startswith(f"{words}: {fraction:.0%} of each step waits for data")
     assert d.severity == severity and d.kind == "input_bound"
@@ -38,9 +39,9 @@ def test_input_bound_uses_the_profilers_5_and_20_percent_thresholds(step_ns: int
 
 
 def test_the_boundaries_are_inclusive() -> None:
-    assert diagnostics.input_bound(_raw(800_000, 200_000))[0].summary.startswith("highly")  # 20.0%
-    assert diagnostics.input_bound(_raw(950_000, 50_000))[0].summary.startswith("moderately")  # 5.0%
-    assert diagnostics.input_bound(_raw(950_001, 49_999))[0].summary.startswith("not input-bound")
+    assert input_bound(_raw(800_000, 200_000))[0].summary.startswith("highly")  # 20.0%
+    assert input_bound(_raw(950_000, 50_000))[0].summary.startswith("moderately")  # 5.0%
+    assert input_bound(_raw(950_001, 49_999))[0].summary.startswith("not input-bound")
 
 
 def test_the_split_says_in_plain_words_which_side_is_slow() -> None:
@@ -59,20 +60,20 @@ def test_the_split_says_in_plain_words_which_side_is_slow() -> None:
 
 def test_a_waiting_step_with_a_fast_dataset_points_at_prefetching_not_at_the_dataset() -> None:
     raw = _raw(900_000, 100_000, dataset_alone_ns=50_000, step_alone_ns=900_000)
-    d, _ = diagnostics.input_bound(raw)
+    d, _ = input_bound(raw)
     assert "moderately input-bound" in d.summary and "keeps up with the step, yet the step waits" in d.summary
 
 
 def test_a_healthy_pipeline_is_not_flagged_and_gets_no_advice() -> None:
     raw = _raw(990_000, 10_000, dataset_alone_ns=20_000, step_alone_ns=990_000)
-    d, fraction = diagnostics.input_bound(raw)
+    d, fraction = input_bound(raw)
     assert fraction == pytest.approx(0.01)
     assert d.severity == "info" and d.summary.startswith("not input-bound: 1% of each step waits for data")
     assert "Try" not in d.summary and "slower side" not in d.summary and "yet the step waits" not in d.summary
 
 
 def test_without_the_split_the_wait_and_step_are_given_per_iteration() -> None:
-    d, _ = diagnostics.input_bound(_raw(750_000, 250_000))
+    d, _ = input_bound(_raw(750_000, 250_000))
     assert "(0.25 ms waiting, 0.75 ms in the step, per iteration)" in d.summary
 
 
@@ -131,7 +132,7 @@ def test_epoch_restarts_are_left_out_of_the_figure_and_reported_apart() -> None:
 def test_the_handover_floor_is_subtracted_and_shown() -> None:
     # 0.9 ms of each 15.9 ms iteration waits, 0.5 ms of it handing over a ready element: 2.5%, not 5.7%
     raw = _split_raw([0.9] * 50, 15.0, floor_ms=0.5)
-    d, fraction = diagnostics.input_bound(raw)
+    d, fraction = input_bound(raw)
     assert fraction == pytest.approx(0.4 / 15.9, rel=1e-3)
     assert d.severity == "info"
     assert "beyond the 0.50 ms it takes to hand over an element already made (6% with it)" in d.summary
@@ -142,15 +143,15 @@ def test_no_prefetch_advice_for_a_pipeline_that_prefetches() -> None:
 
     prefetching = PipelineShape(("range", "parallel_map", "batch", "prefetch"))
     # the dataset alone (1 ms a batch) is 10x as fast as the step (10 ms): the wait is contention
-    d, _ = diagnostics.input_bound(_split_raw([3.0] * 50, 10.0, dataset_ms=1.0, pipeline=prefetching))
+    d, _ = input_bound(_split_raw([3.0] * 50, 10.0, dataset_ms=1.0, pipeline=prefetching))
     assert d.severity == "info" and d.summary.startswith("waits for data, but not input-bound: 23%")
     assert "10x as fast as the step and prefetches" in d.summary and "add .prefetch" not in d.summary
     # the dataset alone barely keeps up: a real input-bound pipeline, advice without prefetch
-    d, _ = diagnostics.input_bound(_split_raw([3.0] * 50, 10.0, dataset_ms=8.0, pipeline=prefetching))
+    d, _ = input_bound(_split_raw([3.0] * 50, 10.0, dataset_ms=8.0, pipeline=prefetching))
     assert d.severity == "warning" and ".prefetch(" not in d.summary and "num_parallel_calls" not in d.summary
     assert "compete for the same cores" in d.summary
     slow = _split_raw([3.0] * 50, 10.0, dataset_ms=12.0, pipeline=prefetching)
-    d, _ = diagnostics.input_bound(slow)
+    d, _ = input_bound(slow)
     assert "slower side (pipeline: range -> parallel_map -> batch -> prefetch): cache what does not change" in d.summary
 
 
@@ -158,7 +159,7 @@ def test_a_sequential_unprefetched_pipeline_is_told_both_fixes_and_why_tf_did_no
     from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 
     raw_mistake = PipelineShape(("range", "map", "batch"), ("map_parallelization", "inject_prefetch"))
-    d, _ = diagnostics.input_bound(_split_raw([5.0] * 50, 10.0, dataset_ms=1.0, pipeline=raw_mistake))
+    d, _ = input_bound(_split_raw([5.0] * 50, 10.0, dataset_ms=1.0, pipeline=raw_mistake))
     assert d.severity == "warning"
     assert ("give its map num_parallel_calls=tf.data.AUTOTUNE (map_parallelization is off in its options); "
             "end it with .prefetch(tf.data.AUTOTUNE) (inject_prefetch is off in its options)") in d.summary
@@ -167,5 +168,5 @@ def test_a_sequential_unprefetched_pipeline_is_told_both_fixes_and_why_tf_did_no
 def test_rates_count_elements_on_both_sides() -> None:
     # 32 elements per iteration: the dataset alone and the step alone are compared in elements/s
     t = Timings(samples_ns=(10_000_000,) * 10, round_sizes=(10,), items_per_iteration=32, first_call_ns=1)
-    assert diagnostics._elements_per_s(t) == pytest.approx(3200)
-    assert diagnostics._back_to_back_per_s(t) == pytest.approx(3200)
+    assert elements_per_s(t) == pytest.approx(3200)
+    assert back_to_back_per_s(t) == pytest.approx(3200)

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.diagnoses import diagnostics
+from pytest_tfperf.diagnoses.failures import (
+    device_of,
+    diagnose_failure,
+    explain_exhaustion,
+    failure_summary_lines,
+    requested_allocation,
+)
 from pytest_tfperf.diagnoses.numerics import NonFiniteError
 from pytest_tfperf.measuring.watchdog import StallError
 
@@ -28,7 +34,7 @@ def test_an_oom_names_device_request_peaks_batch_size_and_what_to_try() -> None:
     exc.tfperf_peaks = (("tf_allocator", "CPU:0", 3 * 2**30, None),  # type: ignore[attr-defined]
                         ("rss_hwm", "host", 5 * 2**30, None))
     exc.tfperf_peaks_since = "this round"  # type: ignore[attr-defined]
-    failure = diagnostics.diagnose_failure(exc, "test_x", batch_size=65536)
+    failure = diagnose_failure(exc, "test_x", batch_size=65536)
     assert failure is not None
     lines = failure.message.splitlines()
     assert lines[0] == ("test_x: out of memory on CPU:0 in the round 2/5 (ResourceExhaustedError): a float tensor of "
@@ -49,7 +55,7 @@ def test_an_oom_names_device_request_peaks_batch_size_and_what_to_try() -> None:
 
 
 def test_a_gpu_oom_gets_gpu_advice_and_no_shape_warning_for_a_plausible_tensor() -> None:
-    failure = diagnostics.diagnose_failure(ResourceExhaustedError(GPU_OOM), "t", items_per_iteration=16)
+    failure = diagnose_failure(ResourceExhaustedError(GPU_OOM), "t", items_per_iteration=16)
     assert failure is not None
     text = failure.message
     assert "out of memory on GPU:0" in text and "shape [16, 12, 300, 300] (65.9 MiB)" in text
@@ -59,22 +65,22 @@ def test_a_gpu_oom_gets_gpu_advice_and_no_shape_warning_for_a_plausible_tensor()
 
 
 def test_a_python_memory_error_is_an_oom_of_host_memory() -> None:
-    failure = diagnostics.diagnose_failure(MemoryError(), "t")
+    failure = diagnose_failure(MemoryError(), "t")
     assert failure is not None
     assert failure.message.startswith("t: out of memory on host memory (MemoryError)")
     assert "Batch size: unknown (name it with @pytest.mark.tfperf(batch_size=...))" in failure.message
 
 
 def test_other_errors_are_left_alone() -> None:
-    assert diagnostics.diagnose_failure(ValueError("bad shape"), "t") is None
-    assert diagnostics.explain_exhaustion(KeyError("x"), "t") is None
-    assert diagnostics.explain_exhaustion(MemoryError(), "t") is not None
+    assert diagnose_failure(ValueError("bad shape"), "t") is None
+    assert explain_exhaustion(KeyError("x"), "t") is None
+    assert explain_exhaustion(MemoryError(), "t") is not None
 
 
 def test_a_stall_keeps_its_report_and_its_numbers() -> None:
     exc = StallError("stalled in the round 2/5: the iteration has run 3.1 s", "Stacks of every Python thread...",
                      waited_ns=3_100_000_000, deadline_ns=3_000_000_000, phase="round 2/5", iterations_done=412)
-    failure = diagnostics.diagnose_failure(exc, "t")
+    failure = diagnose_failure(exc, "t")
     assert failure is not None
     assert failure.message.startswith("t: stalled in the round 2/5")
     assert "Stacks of every Python thread" in failure.message
@@ -84,7 +90,7 @@ def test_a_stall_keeps_its_report_and_its_numbers() -> None:
 
 
 def test_a_non_finite_loss_names_its_iteration() -> None:
-    failure = diagnostics.diagnose_failure(NonFiniteError(37, "output['loss']", float("nan")), "t")
+    failure = diagnose_failure(NonFiniteError(37, "output['loss']", float("nan")), "t")
     assert failure is not None
     assert failure.diagnosis.kind == "non_finite"
     assert failure.diagnosis.summary == ("non-finite value at iteration 37 (counting the first call as 0): "
@@ -99,22 +105,22 @@ def test_a_non_finite_loss_names_its_iteration() -> None:
     ("OOM somewhere", None),
 ])
 def test_the_device_is_read_from_the_message(message: str, device: str | None) -> None:
-    assert diagnostics.device_of(message) == device
+    assert device_of(message) == device
 
 
 def test_the_requested_allocation_is_parsed_with_its_dtype() -> None:
-    assert diagnostics.requested_allocation(GPU_OOM) == ((16, 12, 300, 300), "float", 16 * 12 * 300 * 300 * 4)
-    assert diagnostics.requested_allocation("shape[3] and type string on") == ((3,), "string", None)
-    assert diagnostics.requested_allocation("no shape here") is None
+    assert requested_allocation(GPU_OOM) == ((16, 12, 300, 300), "float", 16 * 12 * 300 * 300 * 4)
+    assert requested_allocation("shape[3] and type string on") == ((3,), "string", None)
+    assert requested_allocation("no shape here") is None
 
 
 def test_failures_go_to_the_summary_and_round_trip_through_the_results_json(tmp_path: Path) -> None:
     from pytest_tfperf.model import Environment
     from pytest_tfperf.storage.results_json import load_results, write_results
 
-    failure = diagnostics.diagnose_failure(NonFiniteError(3, "output", float("inf")), "tests/test_a.py::test_nan")
+    failure = diagnose_failure(NonFiniteError(3, "output", float("inf")), "tests/test_a.py::test_nan")
     assert failure is not None
-    lines = diagnostics.failure_summary_lines([failure])
+    lines = failure_summary_lines([failure])
     assert lines[0] == ("tests/test_a.py::test_nan: FAILED (non_finite): non-finite value at iteration 3 "
                         "(counting the first call as 0): output = inf")
     path = write_results(tmp_path / "r.json", Environment(hard=(("tf", "2.21"),)), [],

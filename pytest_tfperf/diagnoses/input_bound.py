@@ -1,0 +1,238 @@
+"""Is a pipeline input-bound? The share of each step spent waiting for data, and epoch restarts.
+
+A dataset feeding a step is measured together, and, where it can be, as the
+dataset alone and the step alone (``measuring.input_split``); this module
+reads those figures and says, in the profiler's words, whether the step waits
+for its input, and what to change. No pytest, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+from pytest_tfperf.measuring.workload import RawRun
+from pytest_tfperf.model import Diagnosis, Timings
+
+# TensorFlow's profiler (xprof, op_stats_to_input_pipeline_analysis.cc) calls a
+# step HIGHLY input-bound at >= 20% of step time waiting for input and
+# MODERATELY input-bound at >= 5%. We use the same thresholds and words.
+HIGHLY_INPUT_BOUND = 0.20
+MODERATELY_INPUT_BOUND = 0.05
+
+INPUT_BOUND_METRIC = "input_bound_fraction"
+DATASET_ALONE_METRIC = "dataset_alone_elements_per_s"
+STEP_ALONE_METRIC = "step_alone_elements_per_s"
+# A prefetching pipeline at least this many times as fast alone as the step
+# alone is not what the step waits for (see ``_contention``).
+CONTENTION_HEADROOM = 3.0
+RESTART_METRIC = "epoch_restart_fraction"  # share of the measured time spent restarting a finite dataset
+
+
+@dataclass(frozen=True, slots=True)
+class _Waits:
+    """The together phase's per-step figures, epoch restarts left out."""
+
+    fraction: float  # waiting beyond the handover floor, share of the step time
+    raw_fraction: float  # all waiting, floor included
+    wait_ms: float  # per step, floor included
+    floor_ms: float  # handing over a ready element; 0 when not measured
+    step_ms: float
+    steps: int
+    restarts: int
+    restart_wait_ms: float  # all restarts together
+    total_ms: float  # all iterations, restarts included
+
+
+def _waits(raw: RawRun) -> _Waits:
+    restarted = set(raw.input_restart_iterations)
+    samples, waits = raw.timings.samples_ns, raw.input_wait_ns
+    steady = [(t, w) for i, (t, w) in enumerate(zip(samples, waits)) if i not in restarted]
+    if not steady:  # every pull restarted: nothing to leave out
+        steady, restarted = list(zip(samples, waits)), set()
+    split = raw.input_split
+    floor = 0.0
+    if split is not None and split.handover_ns and steady:
+        # The floor is part of every wait, so it cannot exceed the typical one:
+        # a slow step's step-alone phase has two or three handovers, and one
+        # slow wake-up among them once put the "floor" at 26 ms.
+        floor = min(statistics.median(split.handover_ns), statistics.median(w for _, w in steady))
+    total = sum(t for t, _ in steady)
+    wait = sum(w for _, w in steady)
+    # Waiting beyond the floor, step by step: a step whose wait is the floor
+    # alone waited for nothing a pipeline change could give back.
+    excess = sum(max(0.0, w - floor) for _, w in steady)
+    n = len(steady)
+    restart_wait = sum(waits[i] for i in restarted if i < len(waits))
+    return _Waits(fraction=min(1.0, excess / total) if total else 0.0,
+                  raw_fraction=min(1.0, wait / total) if total else 0.0,
+                  wait_ms=wait / n / 1e6 if n else 0.0, floor_ms=floor / 1e6,
+                  step_ms=(total - wait) / n / 1e6 if n else 0.0, steps=n, restarts=len(restarted),
+                  restart_wait_ms=restart_wait / 1e6, total_ms=sum(samples) / 1e6)
+
+
+def input_bound(raw: RawRun) -> tuple[Diagnosis, float]:
+    """The share of each step spent waiting for data beyond the handover floor, classified as the profiler does.
+
+    Epoch restarts (a finite dataset started again) are left out here and
+    reported by ``epoch_restarts``: they come once an epoch, and whether one
+    lands in the measured rounds decided the figure (5-27% for one pipeline).
+    The handover floor (handing over an element already made, measured in
+    the step-alone phase) is subtracted: no pipeline change removes it.
+    """
+    w = _waits(raw)
+    fraction = w.fraction
+    split = raw.input_split
+    headroom = None
+    if split is not None:
+        step_rate = elements_per_s(split.step_alone)
+        if step_rate > 0 and math.isfinite(step_rate):
+            headroom = back_to_back_per_s(split.dataset_alone) / step_rate
+    if fraction >= MODERATELY_INPUT_BOUND and _contention(headroom, raw.pipeline):
+        words, severity = "waits for data, but not input-bound", "info"
+    elif fraction >= HIGHLY_INPUT_BOUND:
+        words, severity = "highly input-bound", "warning"
+    elif fraction >= MODERATELY_INPUT_BOUND:
+        words, severity = "moderately input-bound", "warning"
+    else:
+        words, severity = "not input-bound", "info"
+    together = elements_per_s(raw.timings)
+    figures: list[tuple[str, float]] = [
+        ("input_bound_fraction", fraction),
+        ("input_wait_fraction_with_floor", w.raw_fraction),
+        ("input_wait_ms_per_iteration", w.wait_ms),
+        ("handover_floor_ms", w.floor_ms),
+        ("step_ms_per_iteration", w.step_ms),
+        ("together_elements_per_s", together),
+    ]
+    summary = f"{words}: {fraction:.0%} of each step waits for data"
+    if split is not None and split.handover_ns:
+        summary += (f" beyond the {w.floor_ms:.2f} ms it takes to hand over an element already made "
+                    f"({w.raw_fraction:.0%} with it)")
+    if split is not None:
+        dataset, step = back_to_back_per_s(split.dataset_alone), elements_per_s(split.step_alone)
+        figures += [(DATASET_ALONE_METRIC, dataset), (STEP_ALONE_METRIC, step)]
+        summary += (f"; the dataset alone delivers {_rate(dataset)} elements/s, the step alone {_rate(step)}, "
+                    f"the two together {_rate(together)}")
+        if severity == "info" and fraction >= MODERATELY_INPUT_BOUND and headroom is not None:
+            summary += (f". The pipeline alone is {headroom:,.0f}x as fast as the step and prefetches "
+                        f"({raw.pipeline.describe() if isinstance(raw.pipeline, PipelineShape) else ''}): "
+                        "nothing in it is slow; its threads and the step compete for the same cores "
+                        "(a busy or small machine), which no pipeline change fixes")
+        else:
+            summary += _input_hint(fraction, dataset, step, raw.pipeline)
+        if headroom is not None:
+            figures.append(("dataset_headroom_ratio", headroom))
+    else:
+        summary += f" ({w.wait_ms:.2f} ms waiting, {w.step_ms:.2f} ms in the step, per iteration)"
+        summary += _input_hint(fraction, None, None, raw.pipeline)
+    if w.restarts:
+        summary += f" (epoch restarts left out: {w.restarts} in the measured rounds, reported apart)"
+    return Diagnosis(kind="input_bound", severity=severity, summary=summary, figures=tuple(figures)), fraction
+
+
+def _contention(headroom: float | None, shape: object) -> bool:
+    """A wait the pipeline cannot be blamed for: it prefetches, and alone it is far faster than the step.
+
+    On a 2-core machine shared with other processes the prefetching threads
+    of a pipeline 50x faster than its step still leave the step waiting
+    2-7 ms a pull (12-15% measured on the real-model suite under a load of
+    6-9), because they get no core while the step and the other processes
+    hold both. The wait is real and stays in ``input_bound_fraction`` for a
+    budget; the diagnosis does not call it input-bound, since no change to
+    the pipeline would remove it.
+    """
+    if headroom is None or headroom < CONTENTION_HEADROOM:
+        return False
+    return isinstance(shape, PipelineShape) and (shape.prefetches or shape.prefetch_injected)
+
+
+def epoch_restarts(raw: RawRun) -> Diagnosis | None:
+    """What starting a finite dataset again costs, apart from the steady waits; ``None`` without restarts."""
+    w = _waits(raw)
+    split = raw.input_split
+    alone = split.dataset_restarts_ns if split is not None else ()
+    if not w.restarts and not alone:
+        return None
+    all_restarts = [raw.input_wait_ns[i] for i in raw.input_restart_iterations if i < len(raw.input_wait_ns)]
+    all_restarts += list(alone)
+    mean_ms = statistics.fmean(all_restarts) / 1e6 if all_restarts else 0.0
+    worst_ms = max(all_restarts) / 1e6 if all_restarts else 0.0
+    steady_wait_ms = w.wait_ms * w.steps
+    share_of_waiting = w.restart_wait_ms / (w.restart_wait_ms + steady_wait_ms) if w.restart_wait_ms else 0.0
+    share_of_time = w.restart_wait_ms / w.total_ms if w.total_ms else 0.0
+    summary = (f"each new epoch costs {mean_ms:.0f} ms to restart the pipeline (mean of {len(all_restarts)}, "
+               f"worst {worst_ms:.0f} ms)")
+    if w.restarts:
+        summary += (f"; {w.restarts} restarts in the measured rounds were {share_of_waiting:.0%} of the waiting and "
+                    f"{share_of_time:.1%} of the time")
+    shape = raw.pipeline
+    if isinstance(shape, PipelineShape) and shape.has("shuffle"):
+        summary += (". A finite dataset starts again each epoch and refills its shuffle buffer first; "
+                    "with .repeat() after .shuffle() (and steps_per_epoch) the buffer carries across epochs")
+    else:
+        summary += ". A finite dataset starts again each epoch; .repeat() (with steps_per_epoch) avoids the restart"
+    figures = ((RESTART_METRIC, share_of_time), ("epoch_restart_ms_mean", mean_ms),
+               ("epoch_restart_ms_max", worst_ms), ("epoch_restarts", float(len(all_restarts))),
+               ("epoch_restart_share_of_waiting", share_of_waiting))
+    return Diagnosis(kind="epoch_restart", severity="info", summary=summary, figures=figures)
+
+
+def _input_hint(fraction: float, dataset_per_s: float | None, step_per_s: float | None, shape: object) -> str:
+    """Advice that fits the pipeline: nothing it already does, named from its own transformations."""
+    if fraction < MODERATELY_INPUT_BOUND:
+        return ""
+    known = shape if isinstance(shape, PipelineShape) else None
+    seen = f" (pipeline: {known.describe()})" if known is not None else ""
+    slower = dataset_per_s is not None and step_per_s is not None and dataset_per_s < step_per_s
+    if known is None:
+        if slower:
+            return (". The input pipeline is the slower side: parallelise its map "
+                    "(num_parallel_calls=tf.data.AUTOTUNE), prefetch, or cache what does not change")
+        return (". The dataset alone keeps up with the step, yet the step waits: the pipeline does not run ahead "
+                "(add .prefetch(tf.data.AUTOTUNE)) or the two compete for the same cores")
+    fixes: list[str] = []
+    if known.sequential_map:
+        fixes.append("give its map num_parallel_calls=tf.data.AUTOTUNE"
+                     + (" (map_parallelization is off in its options)" if "map_parallelization"
+                        in known.auto_fixes_off else ""))
+    if not known.prefetches:
+        fixes.append("end it with .prefetch(tf.data.AUTOTUNE)"
+                     + (" (inject_prefetch is off in its options)" if not known.prefetch_injected else ""))
+    if slower:
+        if not known.caches:
+            fixes.append("cache what does not change from epoch to epoch (.cache() before the random steps)")
+        if not fixes:
+            fixes.append("it already maps in parallel and prefetches: make the preprocessing cheaper, "
+                         "vectorise it (batch before map), or give it more cores")
+        return f". The input pipeline is the slower side{seen}: " + "; ".join(fixes)
+    if not fixes:
+        fixes.append("it already prefetches and keeps up alone, so the producer and the step compete for the "
+                     "same cores; more cores, or cheaper preprocessing, would help")
+    return f". The dataset alone keeps up with the step, yet the step waits{seen}: " + "; ".join(fixes)
+
+
+def elements_per_s(t: Timings) -> float:
+    """Items per second at the median iteration (an iteration of a batched dataset is many elements)."""
+    med = t.median_ns
+    return math.inf if med == 0 else t.items_per_iteration * 1e9 / med
+
+
+def back_to_back_per_s(t: Timings) -> float:
+    """Elements per second over all the pulls (what back-to-back pulls sustain), not the median pull.
+
+    A prefetching pipeline hands over buffered elements in microseconds and
+    then waits for the next one: the median pull says nothing of the rate.
+    """
+    total = sum(t.samples_ns)
+    return math.inf if total == 0 else len(t.samples_ns) * t.items_per_iteration * 1e9 / total
+
+
+def _rate(value: float) -> str:
+    if not math.isfinite(value):
+        return "unmeasurably many"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
