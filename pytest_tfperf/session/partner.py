@@ -202,7 +202,9 @@ def partner_environment(tree: Path, base: dict[str, str], fds: str) -> dict[str,
     env = dict(base)
     paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
     if (tree / "pytest_tfperf").is_dir():
-        paths.insert(0, str(Path(__file__).resolve().parent.parent))
+        import pytest_tfperf
+
+        paths.insert(0, str(Path(pytest_tfperf.__file__).resolve().parent.parent))  # the folder holding this package
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)

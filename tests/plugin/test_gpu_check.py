@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.cli import gpu_check
+from pytest_tfperf.cli import gpu_check, gpu_plugin_checks, gpu_tf_checks
 from pytest_tfperf.probes import nvml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def test_without_a_gpu_the_self_check_runs_and_says_no_gpu(tmp_path: Path) -> No
     if nvml.nvidia_driver_visible():
         env["CUDA_VISIBLE_DEVICES"] = ""  # a machine with a GPU: hide it, the same "no GPU" path runs
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest_tfperf.cli.gpu_check", "--json", str(out)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "pytest_tfperf.gpu_check", "--json", str(out)], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no GPU: " in proc.stdout
@@ -94,8 +94,8 @@ def test_every_nvml_check_reaches_its_verdict_on_an_emulated_gpu(emulated_gpu: o
 
 
 def test_a_plugin_run_without_results_is_one_failed_check_with_the_output_tail() -> None:
-    run = gpu_check.PytestRun(returncode=4, output="ERROR: usage\nno such option: --tfperf", results=None, seconds=1.0)
-    [check] = gpu_check.evaluate_plugin_run(run)
+    run = gpu_plugin_checks.PytestRun(returncode=4, output="ERROR: usage\nno such option: --tfperf", results=None, seconds=1.0)
+    [check] = gpu_plugin_checks.evaluate_plugin_run(run)
     assert check.status == "FAIL" and "pytest exited 4" in check.found and "no such option" in check.found
 
 
@@ -105,10 +105,10 @@ def test_a_plugin_run_whose_gpu_never_got_busy_fails_the_busy_check() -> None:
                 "diagnoses": [{"kind": "gpu_busy", "severity": "warning", "summary": "the GPU waits: ..."}],
                 "gpu_busy": [{"device": "GPU:0", "process_fraction": None}], "summary": {"median_ns": 4e6}}
 
-    tests = {f"{gpu_check.PLUGIN_FILE}::test_saturated": {"measurement": measurement(0.2)},
-             f"{gpu_check.PLUGIN_FILE}::test_starved": {"measurement": measurement(0.1)}}
-    run = gpu_check.PytestRun(returncode=1, output="", results={"tests": tests}, seconds=1.0)
-    checks = {c.name: c for c in gpu_check.evaluate_plugin_run(run)}
+    tests = {f"{gpu_plugin_checks.PLUGIN_FILE}::test_saturated": {"measurement": measurement(0.2)},
+             f"{gpu_plugin_checks.PLUGIN_FILE}::test_starved": {"measurement": measurement(0.1)}}
+    run = gpu_plugin_checks.PytestRun(returncode=1, output="", results={"tests": tests}, seconds=1.0)
+    checks = {c.name: c for c in gpu_plugin_checks.evaluate_plugin_run(run)}
     assert checks["plugin: GPU busy, saturated vs input-starved step"].status == "FAIL"
     assert checks["plugin: 1 GiB allocation in the results JSON"].found == "not measured: no measurement"
     assert checks["plugin: max_peak_device_bytes=256 MiB fails"].status == "FAIL"
@@ -127,14 +127,14 @@ def test_a_gpu_without_cupy_or_pytorch_runs_the_inventory_and_says_what_the_rest
 def test_the_tensorflow_allocator_check_reads_a_known_tensor_on_a_fake_gpu() -> None:
     from tests.fakes import FakeTensorFlow
 
-    check = gpu_check._tf_allocator(FakeTensorFlow(gpus=1))
+    check = gpu_tf_checks._tf_allocator(FakeTensorFlow(gpus=1))
     assert check.status == "pass" and check.figures["added_bytes"] == 256 * 2**20
 
 
 def test_tensorflow_without_a_gpu_says_so_for_each_of_its_checks(tmp_path: Path) -> None:
     from tests.fakes import FakeTensorFlow
 
-    checks = gpu_check.tensorflow_checks(FakeTensorFlow(gpus=0), tmp_path)
+    checks = gpu_tf_checks.tensorflow_checks(FakeTensorFlow(gpus=0), tmp_path)
     assert [c.name for c in checks] == [n for n, needs in gpu_check.ALL_CHECKS if needs == "TensorFlow (CUDA)"]
     assert {(c.status, c.found) for c in checks} == {
         ("not run", "TensorFlow sees no GPU (a CPU-only build, or its CUDA libraries are missing)")}

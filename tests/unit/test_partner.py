@@ -244,12 +244,12 @@ def test_against_a_directory_a_revision_or_neither(tmp_path: Path) -> None:
 
 
 def test_a_checkout_of_this_plugin_still_runs_this_plugin(tmp_path: Path) -> None:
-    import pytest_tfperf.session.partner
+    import pytest_tfperf
 
     (tmp_path / "pytest_tfperf").mkdir()
     env = partner_environment(tmp_path, {}, "5,6")
     first = env["PYTHONPATH"].split(os.pathsep)[0]
-    assert Path(first) == Path(pytest_tfperf.session.partner.__file__).resolve().parent.parent
+    assert Path(first) == Path(pytest_tfperf.__file__).resolve().parent.parent  # the folder holding the package
 
 
 def test_paths_given_to_this_session_point_into_the_partner_tree(tmp_path: Path) -> None:
