@@ -120,7 +120,7 @@ def _plotting_installed() -> bool:
 
 def _check_against(against: str, config: pytest.Config) -> None:
     # A mistyped revision must stop the run before anything is measured, not fall back silently.
-    from pytest_tfperf.session.partner import PartnerError, resolve_against
+    from pytest_tfperf.session.partner_tree import PartnerError, resolve_against
 
     try:
         resolve_against(against, config.invocation_params.dir)

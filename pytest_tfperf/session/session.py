@@ -145,7 +145,8 @@ class TfPerfSession:
         if self._partner is None:
             from pathlib import Path
 
-            from pytest_tfperf.session.partner import Partner, repository_root
+            from pytest_tfperf.session.partner import Partner
+            from pytest_tfperf.session.partner_tree import repository_root
 
             invocation_dir, args = self.invocation
             root = repository_root(Path(invocation_dir)) or Path(self.rootdir)
@@ -194,7 +195,7 @@ class TfPerfSession:
         Ours is None when the partner could not even start the test (measure
         alone then); theirs is None when the partner's figures were lost.
         """
-        from pytest_tfperf.session.partner import PartnerError
+        from pytest_tfperf.session.partner_tree import PartnerError
 
         against = self.config.against
         try:
@@ -217,7 +218,7 @@ class TfPerfSession:
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, Workload], mode: str,
                              settings: RunSettings) -> dict[str, Measurement]:
         """This session is a partner: measure in step with the coordinator, send the result, judge nothing."""
-        from pytest_tfperf.session.partner import PartnerError
+        from pytest_tfperf.session.partner_tree import PartnerError
 
         server = self.partner_server
         request = server.request

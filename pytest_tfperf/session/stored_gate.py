@@ -125,7 +125,7 @@ class StoredGate:
         each variant that asked for it is judged against its own run of that process.
         """
         from pytest_tfperf.gates.stored import judge
-        from pytest_tfperf.session.partner import PartnerError
+        from pytest_tfperf.session.partner_tree import PartnerError
 
         try:
             fresh = {m.test_id: m for m in self._measure_in_fresh_process(node_id, settings, invocation)}

@@ -11,12 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.session.partner import (
-    ENV_FDS,
-    Channel,
-    PairedRun,
+from pytest_tfperf.session.partner import ENV_FDS, Channel, PairedRun, PartnerServer
+from pytest_tfperf.session.partner_tree import (
     PartnerError,
-    PartnerServer,
     checkout,
     mapped_directory,
     partner_environment,
@@ -253,7 +250,7 @@ def test_a_checkout_of_this_plugin_still_runs_this_plugin(tmp_path: Path) -> Non
 
 
 def test_paths_given_to_this_session_point_into_the_partner_tree(tmp_path: Path) -> None:
-    from pytest_tfperf.session.partner import argument_in_tree
+    from pytest_tfperf.session.partner_tree import argument_in_tree
 
     current, tree = tmp_path / "current", tmp_path / "tree"
     (current / "tests").mkdir(parents=True)
