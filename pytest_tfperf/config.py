@@ -60,7 +60,7 @@ class SessionConfig:
     measure: bool = False
     json_path: str | None = None
     markdown_path: str | None = None
-    html_path: str | None = None  # --tfperf-html: the report page (report_cli, html_report)
+    html_path: str | None = None  # --tfperf-html: the report page (reports.html_report)
     budget_s: float = 2.0
     rounds: int = 5
     baseline_dir: str = DEFAULT_BASELINE_DIR
@@ -70,7 +70,6 @@ class SessionConfig:
     tolerance: float | None = None  # None: the comparison's own default
     stall_ceiling_s: float = 300.0
     watchdog: bool = True
-    remeasure: bool = True
     # What a stored-baseline throughput regression does: "fail" (default) fails the test, "warn" reports it.
     # Memory, trace and paired verdicts always fail. See docs/gates.md.
     throughput_gate: str = "fail"

@@ -297,6 +297,32 @@ class Environment:
     def soft_dict(self) -> dict[str, str]:
         return dict(self.soft)
 
+    def differences(self, current: Environment, *, hard: bool) -> tuple[KeyDifference, ...]:
+        """The hard (or soft) keys whose values differ from ``current``'s, sorted by key; absent keys as None.
+
+        The one comparison of two environments: the baseline store's match,
+        ``tfperf-compare``'s environment lines and the fingerprint tests use it.
+        """
+        stored, now = (self.hard_dict(), current.hard_dict()) if hard else (self.soft_dict(), current.soft_dict())
+        return tuple(KeyDifference(key, stored.get(key), now.get(key))
+                     for key in sorted(stored.keys() | now.keys()) if stored.get(key) != now.get(key))
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDifference:
+    """One environment key that differs between a stored environment and the current one (``None``: absent)."""
+
+    key: str
+    stored: str | None
+    current: str | None
+
+    def describe(self, stored_label: str = "there", current_label: str = "here") -> str:
+        return f"{self.key} ({_shown(self.stored)} {stored_label}, {_shown(self.current)} {current_label})"
+
+
+def _shown(value: str | None) -> str:
+    return "absent" if value is None else repr(value)
+
 
 def same_environment(a: str, b: str) -> bool:
     """Whether two environment fingerprints allow comparing what was measured in them: equal, or one unknown ("")."""

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from pytest_tfperf.storage.baseline_store import KeyDifference, key_differences
 from pytest_tfperf.gates.rounds import judge_rounds
 from pytest_tfperf.gates.verdict import Status, Tolerances, Verdict
-from pytest_tfperf.model import Environment
+from pytest_tfperf.model import Environment, KeyDifference
 from pytest_tfperf.storage.results_json import ResultsDocument
 from pytest_tfperf.storage.fields import StorageError
 from pytest_tfperf.reports.shards import ShardedResults, ShardError, load_shards
@@ -116,9 +115,7 @@ def environment_pairs(old: ShardedResults, new: ShardedResults) -> list[tuple[En
 def _differences(pairs: Sequence[tuple[Environment, Environment]], *, hard: bool) -> list[KeyDifference]:
     out: list[KeyDifference] = []
     for a, b in pairs:
-        found = (key_differences(a.hard_dict(), b.hard_dict()) if hard
-                 else key_differences(a.soft_dict(), b.soft_dict()))
-        out += [d for d in found if d not in out]
+        out += [d for d in a.differences(b, hard=hard) if d not in out]
     return out
 
 

@@ -55,13 +55,6 @@ def diagnose_failure(exc: BaseException, test_id: str, *, batch_size: int | None
     return None
 
 
-def explain_exhaustion(exc: BaseException, test_id: str) -> str | None:
-    """A clear message for an out-of-memory error during a measurement, or None for other errors."""
-    if not is_out_of_memory(exc):
-        return None
-    return _explain_oom(exc, test_id, None, None).message
-
-
 def is_out_of_memory(exc: BaseException) -> bool:
     """A TensorFlow ``ResourceExhaustedError`` (by class, Keras re-raises keep it) or a ``MemoryError``."""
     if isinstance(exc, MemoryError):

@@ -116,11 +116,12 @@ def abandoned_threads() -> list[threading.Thread]:
 
 def abandoned_summary() -> list[str]:
     """Lines for the end of the session about measuring threads still stuck, or none."""
-    alive = [(t, where) for t, where in _abandoned if t.is_alive()]
+    alive = abandoned_threads()
     if not alive:
         return []
+    where = {t: stalled_in for t, stalled_in in _abandoned}
     lines = [f"{len(alive)} measuring thread(s) abandoned after a stall are still blocked:"]
-    lines += [f"  {t.name} ({t.ident}): {where}" for t, where in alive]
+    lines += [f"  {t.name} ({t.ident}): {where[t]}" for t in alive]
     lines.append("  They are daemon threads and do not keep the process alive; a test that ran after them "
                  "shared the machine with whatever they still do.")
     return lines

@@ -103,30 +103,6 @@ def _is_soft_tensorflow_variable(name: str) -> bool:
     )
 
 
-def describe_differences(a: Environment, b: Environment) -> list[str]:
-    """One line per key that differs, hard keys first, then soft; keys sorted within each.
-
-    ``a`` is the earlier environment (the baseline's), ``b`` the current one:
-    ``"hard tensorflow: 'tensorflow 2.20.0' -> 'tensorflow 2.21.0'"``.
-    """
-    lines = _differences("hard", a.hard_dict(), b.hard_dict())
-    lines += _differences("soft", a.soft_dict(), b.soft_dict())
-    return lines
-
-
-def _differences(kind: str, a: dict[str, str], b: dict[str, str]) -> list[str]:
-    lines = []
-    for key in sorted(a.keys() | b.keys()):
-        before, after = a.get(key), b.get(key)
-        if before != after:
-            lines.append(f"{kind} {key}: {_shown(before)} -> {_shown(after)}")
-    return lines
-
-
-def _shown(value: str | None) -> str:
-    return "(absent)" if value is None else repr(value)
-
-
 @functools.lru_cache(maxsize=1)
 def _static_hard() -> tuple[tuple[str, str], ...]:
     return (

@@ -89,11 +89,6 @@ def gpu_inventory_problem() -> str | None:
     return _inventory()[1]
 
 
-def forget_inventory() -> None:
-    """Drop the cached inventory (tests, or after changing CUDA_VISIBLE_DEVICES)."""
-    _inventory_cache.clear()
-
-
 def _inventory() -> tuple[tuple[GpuInfo, ...], str | None]:
     key = (os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"))
     if key not in _inventory_cache:

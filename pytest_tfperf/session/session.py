@@ -117,8 +117,7 @@ class TfPerfSession:
         to_confirm = [o for o in outcomes.values() if self.stored_gate.wants_confirmation(o)]
         if to_confirm:
             self.stored_gate.confirm(fx._node_id, to_confirm, settings, self._tolerances(options), self.invocation)
-        if (not against and reference is None and self.config.remeasure
-                and any(borderline(o) for o in outcomes.values())):
+        if not against and reference is None and any(borderline(o) for o in outcomes.values()):
             # Borderline evidence: measure again (all variants, so pairs stay
             # interleaved) and judge the pooled samples, rather than flip a coin.
             from pytest_tfperf.gates.pooling import pool
@@ -168,7 +167,7 @@ class TfPerfSession:
         outcome = self._evaluate_against(measured[name], theirs, options)
         throughput = outcome.verdict.metric("throughput")
         regressed = throughput is not None and str(throughput.status) == "regressed"
-        if not (self.config.remeasure and (regressed or borderline(outcome))):
+        if not (regressed or borderline(outcome)):
             return outcome
         from pytest_tfperf.gates.pooling import pool
 

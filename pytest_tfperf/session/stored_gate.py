@@ -112,7 +112,7 @@ class StoredGate:
     def wants_confirmation(self, o: Outcome) -> bool:
         if o.verdict is None or not getattr(o.verdict, "needs_confirmation", False) or o.stored is None:
             return False
-        if not (o.gating and self.config.remeasure):
+        if not o.gating:
             return False
         # A throughput-only regression under --tfperf-throughput-gate=warn fails nothing: no need to confirm it.
         return not o.warned_only

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pytest_tfperf.storage.atomic_files import DirectoryLock, atomic_write_text
-from pytest_tfperf.model import Environment, Measurement
+from pytest_tfperf.model import Environment, KeyDifference, Measurement, same_environment
 from pytest_tfperf.storage.runs import REFRESH, RunSummary, summarize
 from pytest_tfperf.storage.documents import Migration, load_document, package_version, render_json, utc_timestamp
 from pytest_tfperf.storage.fields import (
@@ -114,30 +114,6 @@ class MatchStatus(str, enum.Enum):
     FOUND = "found"  # an entry for this very environment
     NO_BASELINE = "no_baseline"  # nothing stored for this test
     OTHER_ENVIRONMENTS = "other_environments"  # stored, but only for environments with other hard keys
-
-
-@dataclass(frozen=True, slots=True)
-class KeyDifference:
-    """One environment key that differs between the stored baseline and now (``None``: key absent)."""
-
-    key: str
-    stored: str | None
-    current: str | None
-
-    def describe(self, stored_label: str = "there", current_label: str = "here") -> str:
-        return f"{self.key} ({_show(self.stored)} {stored_label}, {_show(self.current)} {current_label})"
-
-
-def _show(value: str | None) -> str:
-    return "absent" if value is None else repr(value)
-
-
-def key_differences(stored: Mapping[str, str], current: Mapping[str, str]) -> tuple[KeyDifference, ...]:
-    return tuple(
-        KeyDifference(key, stored.get(key), current.get(key))
-        for key in sorted(set(stored) | set(current))
-        if stored.get(key) != current.get(key)
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +215,8 @@ class BaselineStore:
         if not path.exists():
             return BaselineMatch(MatchStatus.NO_BASELINE, test_id, path, fingerprint)
         entries = {fp: parsed for fp, (_, parsed) in self._read_entries(path, test_id).items()}
-        current_hard = environment.hard_dict()
         others = tuple(
-            OtherEnvironment(entry, key_differences(entry.environment.hard_dict(), current_hard))
+            OtherEnvironment(entry, entry.environment.differences(environment, hard=True))
             for fp, entry in sorted(entries.items()) if fp != fingerprint
         )
         if fingerprint not in entries:
@@ -250,7 +225,7 @@ class BaselineStore:
         found = entries[fingerprint]
         return BaselineMatch(
             MatchStatus.FOUND, test_id, path, fingerprint, baseline=found, others=others,
-            soft_differences=key_differences(found.environment.soft_dict(), environment.soft_dict()),
+            soft_differences=found.environment.differences(environment, hard=False),
         )
 
     def stored_test_ids(self) -> tuple[str, ...]:
@@ -322,7 +297,7 @@ class BaselineStore:
         fingerprint = environment.fingerprint
         wanted: dict[str, Measurement] = {}
         for measurement in measurements:
-            if measurement.environment_id and measurement.environment_id != fingerprint:
+            if not same_environment(measurement.environment_id, fingerprint):
                 raise ValueError(f"{measurement.test_id}: measured in environment {measurement.environment_id} "
                                  f"but saved for environment {fingerprint}")
             wanted[measurement.test_id] = measurement

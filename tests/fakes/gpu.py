@@ -73,7 +73,7 @@ def install() -> EmulatedGpu:
         module.nvmlDeviceGetUtilizationRates = rates
         sys.modules["pynvml"] = module
     nvml.nvidia_driver_visible = lambda: True  # type: ignore[assignment]
-    nvml.forget_inventory()
+    nvml._inventory_cache.clear()  # the real inventory, if read already, is not this device's
     return DEVICE
 
 

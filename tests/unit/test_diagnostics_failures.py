@@ -9,7 +9,6 @@ import pytest
 from pytest_tfperf.diagnoses.failures import (
     device_of,
     diagnose_failure,
-    explain_exhaustion,
     failure_summary_lines,
     requested_allocation,
 )
@@ -73,8 +72,6 @@ def test_a_python_memory_error_is_an_oom_of_host_memory() -> None:
 
 def test_other_errors_are_left_alone() -> None:
     assert diagnose_failure(ValueError("bad shape"), "t") is None
-    assert explain_exhaustion(KeyError("x"), "t") is None
-    assert explain_exhaustion(MemoryError(), "t") is not None
 
 
 def test_a_stall_keeps_its_report_and_its_numbers() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_tfperf.probes import environment
 from pytest_tfperf.probes import nvml
-from pytest_tfperf.model import Environment
+from pytest_tfperf.model import Environment, KeyDifference
 from tests.fakes import FakeGpu, FakeTensorFlow, make_fake_pynvml
 
 HARD_KEYS = {
@@ -80,7 +80,8 @@ def test_settings_that_change_results_are_hard_keys(
     monkeypatch.setenv(name, value)
     after = environment.collect_environment()
     assert after.fingerprint != before.fingerprint
-    assert environment.describe_differences(before, after) == [f"hard env.{name}: 'unset' -> '{recorded}'"]
+    assert before.differences(after, hard=True) == (KeyDifference(f"env.{name}", "unset", recorded),)
+    assert before.differences(after, hard=False) == ()
 
 
 def test_boolean_spellings_that_tensorflow_treats_alike_give_one_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +97,8 @@ def test_other_tensorflow_variables_are_soft(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # logging changes nothing measured: not recorded
     after = environment.collect_environment()
     assert after.fingerprint == before.fingerprint
-    assert environment.describe_differences(before, after) == ["soft env.TF_GPU_THREAD_MODE: (absent) -> 'gpu_private'"]
+    assert before.differences(after, hard=True) == ()
+    assert before.differences(after, hard=False) == (KeyDifference("env.TF_GPU_THREAD_MODE", None, "gpu_private"),)
 
 
 def test_terraform_variables_and_secrets_are_never_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,16 +129,16 @@ def test_a_failing_nvml_is_recorded_as_unknown_not_as_no_gpu(monkeypatch: pytest
     assert hard["gpu.count"].startswith("unknown (") and "NVMLError_DriverNotLoaded" in hard["gpu.count"]
 
 
-def test_describe_differences_lists_hard_keys_first_then_soft() -> None:
+def test_differences_list_hard_and_soft_keys_apart_sorted_with_absent_keys_as_none() -> None:
     a = Environment(hard=(("cpu.model", "A"), ("gone", "x")), soft=(("hostname", "h1"),))
     b = Environment(hard=(("cpu.model", "B"), ("new", "y")), soft=(("hostname", "h2"),))
-    assert environment.describe_differences(a, b) == [
-        "hard cpu.model: 'A' -> 'B'",
-        "hard gone: 'x' -> (absent)",
-        "hard new: (absent) -> 'y'",
-        "soft hostname: 'h1' -> 'h2'",
-    ]
-    assert environment.describe_differences(a, a) == []
+    assert a.differences(b, hard=True) == (
+        KeyDifference("cpu.model", "A", "B"),
+        KeyDifference("gone", "x", None),
+        KeyDifference("new", None, "y"),
+    )
+    assert a.differences(b, hard=False) == (KeyDifference("hostname", "h1", "h2"),)
+    assert a.differences(a, hard=True) == () and a.differences(a, hard=False) == ()
 
 
 def test_build_info_is_parsed_without_importing_tensorflow() -> None:
