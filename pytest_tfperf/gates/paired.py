@@ -34,17 +34,13 @@ from pytest_tfperf.gates.memory import judge_memory
 from pytest_tfperf.gates.traces import judge_traces
 from pytest_tfperf.gates.verdict import (
     MetricVerdict,
-    Status,
     Tolerances,
     Verdict,
     clock_too_coarse,
-    format_value,
+    detectable_slowdown,
     overall_status,
     percent,
-    signed_percent,
-    throughput_sentence,
-    throughput_status,
-    throughput_verdict,
+    within_run_throughput,
 )
 from pytest_tfperf.model import Measurement, Timings, same_environment
 
@@ -90,10 +86,8 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
 def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value: float, tol: Tolerances, *,
                              pairs_are: str, more: str) -> tuple[MetricVerdict, bool]:
     """The paired rule on log(current / baseline) throughput ratios, one per pair (rounds or sessions)."""
-    name, unit = "throughput", "items/s"
     n = len(logs)
     alpha = 1.0 - tol.confidence
-    d = tol.throughput_decision_threshold
     walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
     change = math.expm1(stats.median(walsh))  # Hodges-Lehmann estimate of the per-pair log ratio
     counts = rank_tests.signed_rank_null_counts(n)
@@ -106,27 +100,18 @@ def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value
         mde = math.inf
     else:
         # Normal theory with a robust spread; the signed-rank test's efficiency is 3/pi of the t-test's.
-        se = stats.mad(logs) * 1.4826 * math.sqrt(math.pi / 3.0 / n)
-        mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=float(n - 1),
-                                                  threshold=-math.log1p(-d))
-        mde = -math.expm1(-mde_log)
+        mde = detectable_slowdown(stats.mad(logs) * 1.4826 * math.sqrt(math.pi / 3.0 / n), float(n - 1), tol)
 
-    status, borderline = throughput_status(p_slower, p_faster, change, (ci_low, ci_high), mde, tol)
+    def noisy() -> str:
+        if math.isinf(mde):
+            return (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach "
+                    f"{percent(tol.confidence)} confidence (smallest possible p = "
+                    f"{rank_tests.signed_rank_smallest_p(n):.2g}); measure at least "
+                    f"{rank_tests.fewest_samples(alpha, rank_tests.signed_rank_smallest_p)} {pairs_are}")
+        return (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
+                f"are caught {percent(tol.power)} of the time, more than the {percent(tol.throughput)} tolerance; "
+                f"{more}")
 
-    conf = percent(tol.confidence)
-    head = (f"{name}: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
-            f"({signed_percent(change)} over {n} {pairs_are}, "
-            f"{conf} CI {signed_percent(ci_low)} to {signed_percent(ci_high)})")
-    test = f"one-sided signed-rank test over {n} {pairs_are}"
-    if status is Status.NOISY and math.isinf(mde):
-        noisy = (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach {conf} "
-                 f"confidence (smallest possible p = {rank_tests.signed_rank_smallest_p(n):.2g}); measure at least "
-                 f"{rank_tests.fewest_samples(alpha, rank_tests.signed_rank_smallest_p)} {pairs_are}")
-    else:
-        noisy = (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
-                 f"are caught {percent(tol.power)} of the time, more than the {percent(tol.throughput)} tolerance; "
-                 f"{more}")
-    body = throughput_sentence(status, change, mde, tol, test, p_slower, p_faster, noisy)
-    verdict = throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
-                                 f"{head}: {body}", tol, p_slower)
-    return verdict, borderline
+    return within_run_throughput(base_value, cur_value, change, (ci_low, ci_high), p_slower, p_faster, mde, tol,
+                                 test=f"one-sided signed-rank test over {n} {pairs_are}", noisy=noisy,
+                                 over=f" over {n} {pairs_are}")

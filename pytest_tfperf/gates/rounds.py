@@ -64,18 +64,14 @@ from pytest_tfperf.gates.memory import judge_memory
 from pytest_tfperf.gates.traces import judge_traces
 from pytest_tfperf.gates.verdict import (
     MetricVerdict,
-    Status,
     Tolerances,
     Verdict,
     check_same_test,
     clock_too_coarse,
-    format_value,
+    detectable_slowdown,
     overall_status,
     percent,
-    signed_percent,
-    throughput_sentence,
-    throughput_status,
-    throughput_verdict,
+    within_run_throughput,
 )
 from pytest_tfperf.model import Measurement, Timings
 
@@ -104,7 +100,6 @@ def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolera
 
 
 def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed: int) -> tuple[MetricVerdict, bool]:
-    name, unit = "throughput", "items/s"
     base_rounds = [r for r in baseline.rounds if r]
     cur_rounds = [r for r in current.rounds if r]
     base_medians = [stats.median(r) for r in base_rounds]
@@ -128,28 +123,13 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
     slower = rank_tests.mann_whitney_greater(base_log, cur_log)
     faster = rank_tests.mann_whitney_greater(cur_log, base_log)
     alpha = 1.0 - tol.confidence
-    d = tol.throughput_decision_threshold
 
     se, df = stats.welch_standard_error(stats.stdev(base_log), len(base_log), stats.stdev(cur_log), len(cur_log))
-    if slower.min_p_value > alpha:
-        mde = math.inf
-    else:
-        mde_log = stats.minimum_detectable_effect(se, alpha=alpha, power=tol.power, df=df, threshold=-math.log1p(-d))
-        mde = -math.expm1(-mde_log)  # as a fraction of throughput lost
-
-    status, borderline = throughput_status(slower.p_value, faster.p_value, change, (ci_low, ci_high), mde, tol)
-
-    conf = percent(tol.confidence)
-    head = (f"{name}: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
-            f"({signed_percent(change)}, "
-            f"{conf} CI {signed_percent(ci_low)} to {signed_percent(ci_high)})")
-    test = (f"one-sided rank test over {len(base_log)} baseline vs {len(cur_log)} current rounds")
-    noisy = ("too noisy to decide: " + _noise_reason(slower, alpha, mde, base_log, cur_log, tol)
-             if status is Status.NOISY else "")
-    body = throughput_sentence(status, change, mde, tol, test, slower.p_value, faster.p_value, noisy)
-    verdict = throughput_verdict(base_value, cur_value, change, (ci_low, ci_high), status, mde,
-                                 f"{head}: {body}", tol, slower.p_value)
-    return verdict, borderline
+    mde = math.inf if slower.min_p_value > alpha else detectable_slowdown(se, df, tol)
+    return within_run_throughput(
+        base_value, cur_value, change, (ci_low, ci_high), slower.p_value, faster.p_value, mde, tol,
+        test=f"one-sided rank test over {len(base_log)} baseline vs {len(cur_log)} current rounds",
+        noisy=lambda: "too noisy to decide: " + _noise_reason(slower, alpha, mde, base_log, cur_log, tol))
 
 
 def _noise_reason(slower: rank_tests.RankTest, alpha: float, mde: float, base_log: Sequence[float],

@@ -1,19 +1,20 @@
 """What a comparison decides: the verdict types every gate returns, and the wording they share.
 
-Pure data and text: no statistics, no pytest, no TensorFlow. The rules that
-fill these in are the other modules of ``gates``: ``stored`` (with
-``stored_rule``), ``paired`` and ``rounds`` for throughput, ``memory`` and
-``traces`` for the rest. The throughput decision and sentence that the
-within-run rules (``rounds``, ``paired``) share are here, so both say it alike.
+Pure data and text: no pytest, no TensorFlow. The rules that fill these in
+are the other modules of ``gates``: ``stored`` (with ``stored_rule``),
+``paired`` and ``rounds`` for throughput, ``memory`` and ``traces`` for the
+rest. The throughput decision and sentence that the within-run rules
+(``rounds``, ``paired``) share are here, so both decide and say it alike.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pytest_tfperf import stats
 from pytest_tfperf.model import Direction, Measurement, MemorySource, format_value, same_environment
 
 
@@ -258,9 +259,19 @@ def clock_too_coarse() -> MetricVerdict:
 # throughput: what the within-run rules (rounds, paired) decide and say alike
 
 
-def throughput_status(p_slower: float, p_faster: float, change: float, ci: tuple[float, float], mde: float,
-                       tol: Tolerances) -> tuple[Status, bool]:
-    """The rule both gates share: significant and past half the tolerance; borderline when the CI straddles it."""
+def within_run_throughput(base_value: float, cur_value: float, change: float, ci: tuple[float, float],
+                          p_slower: float, p_faster: float, mde: float, tol: Tolerances, *, test: str,
+                          noisy: Callable[[], str], over: str = "") -> tuple[MetricVerdict, bool]:
+    """The throughput verdict of a within-run rule, and whether its evidence is borderline.
+
+    Regressed when the one-sided test says slower (``p_slower``) at the
+    confidence level and the estimated slowdown exceeds the decision
+    threshold (half the tolerance); improved when faster beyond the full
+    tolerance; noisy when the detectable slowdown ``mde`` exceeds the
+    tolerance (``noisy()`` says why, in the rule's own words); borderline when
+    the interval ``ci`` straddles the threshold. ``test`` names the test in
+    the sentence, ``over`` what the estimate is taken over (" over 20 rounds").
+    """
     alpha = 1.0 - tol.confidence
     d = tol.throughput_decision_threshold
     if p_slower <= alpha and -change > d:
@@ -271,16 +282,24 @@ def throughput_status(p_slower: float, p_faster: float, change: float, ci: tuple
         status = Status.NOISY
     else:
         status = Status.UNCHANGED
-    return status, -ci[1] < d < -ci[0]
-
-
-def throughput_verdict(base_value: float, cur_value: float, change: float, ci: tuple[float, float],
-                        status: Status, mde: float, message: str, tol: Tolerances,
-                        p_slower: float) -> MetricVerdict:
-    """The throughput verdict of either gate (stored or paired): same fields, same threshold."""
-    return MetricVerdict(
+    conf, tolerance = percent(tol.confidence), percent(tol.throughput)
+    if status is Status.REGRESSED:
+        body = (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
+                f"(tolerance {tolerance}), with {conf} confidence ({test}: p = {p_slower:.2g})")
+    elif status is Status.IMPROVED:
+        body = (f"faster than the baseline by {change:.1%}, beyond the {tolerance} tolerance, "
+                f"with {conf} confidence ({test}: p = {p_faster:.2g})")
+    elif status is Status.NOISY:
+        body = noisy()
+    else:
+        body = (f"unchanged within the {d:.1%} decision threshold (tolerance {tolerance}; "
+                f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+    unit = "items/s"
+    head = (f"throughput: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
+            f"({signed_percent(change)}{over}, {conf} CI {signed_percent(ci[0])} to {signed_percent(ci[1])})")
+    verdict = MetricVerdict(
         metric="throughput",
-        unit="items/s",
+        unit=unit,
         direction=Direction.HIGHER_IS_BETTER,
         baseline_value=base_value,
         current_value=cur_value,
@@ -289,27 +308,21 @@ def throughput_verdict(base_value: float, cur_value: float, change: float, ci: t
         ci_high=ci[1],
         status=status,
         minimum_detectable_change=mde,
-        message=message,
+        message=f"{head}: {body}",
         confidence=tol.confidence,
         p_value=p_slower,
-        decision_threshold=-tol.throughput_decision_threshold,
+        decision_threshold=-d,
     )
+    return verdict, -ci[1] < d < -ci[0]
 
 
-def throughput_sentence(status: Status, change: float, mde: float, tol: Tolerances, test: str,
-                         p_slower: float, p_faster: float, noisy: str) -> str:
-    """The verdict's sentence, worded alike for the stored and the paired rule; ``noisy`` is the rule's own."""
-    d, conf, tolerance = tol.throughput_decision_threshold, percent(tol.confidence), percent(tol.throughput)
-    if status is Status.REGRESSED:
-        return (f"slower than the baseline by {-change:.1%}, beyond the {d:.1%} decision threshold "
-                f"(tolerance {tolerance}), with {conf} confidence ({test}: p = {p_slower:.2g})")
-    if status is Status.IMPROVED:
-        return (f"faster than the baseline by {change:.1%}, beyond the {tolerance} tolerance, "
-                f"with {conf} confidence ({test}: p = {p_faster:.2g})")
-    if status is Status.NOISY:
-        return noisy
-    return (f"unchanged within the {d:.1%} decision threshold (tolerance {tolerance}; "
-            f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
+def detectable_slowdown(standard_error: float, df: float, tol: Tolerances) -> float:
+    """The slowdown (fraction of throughput lost) a rule with this log-scale standard error catches ``tol.power``
+    of the time at the decision threshold (``stats.minimum_detectable_effect``)."""
+    threshold = -math.log1p(-tol.throughput_decision_threshold)
+    mde_log = stats.minimum_detectable_effect(standard_error, alpha=1.0 - tol.confidence, power=tol.power, df=df,
+                                              threshold=threshold)
+    return -math.expm1(-mde_log)
 
 
 # ---------------------------------------------------------------------------

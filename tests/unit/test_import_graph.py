@@ -123,6 +123,14 @@ def test_the_package_has_no_import_cycle() -> None:
         " -> ".join(cycle) for cycle in found)
 
 
+def test_the_graph_holds_every_module_of_every_subpackage() -> None:
+    graph = import_graph(ROOT, PACKAGE)
+    folders = {p.parent for p in ROOT.rglob("*.py")}
+    assert len(graph) == sum(1 for _ in ROOT.rglob("*.py"))
+    assert {"pytest_tfperf", "pytest_tfperf.gates", "pytest_tfperf.gates.stored", "pytest_tfperf.plugin"} <= set(graph)
+    assert all((folder / "__init__.py").exists() for folder in folders)  # each folder a package, named in the graph
+
+
 def test_the_graph_sees_top_level_function_level_and_relative_imports() -> None:
     graph = import_graph(ROOT, PACKAGE)
     assert "pytest_tfperf.probes.memory_probes" in graph["pytest_tfperf.measuring.runner"]  # top level
