@@ -10,6 +10,7 @@ or folder is placed deliberately.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.unit.test_import_graph import PACKAGE, ROOT, import_graph
@@ -73,6 +74,15 @@ def test_the_plugin_and_the_foundation_sit_at_either_end() -> None:
     assert layer_of("pytest_tfperf.plugin") == len(LAYERS) - 2
     assert layer_of("pytest_tfperf.model") == layer_of("pytest_tfperf") == 0
     assert layer_of("pytest_tfperf.gates.stored") == [name for name, _ in LAYERS].index("gates")
+
+
+def test_the_architecture_page_has_one_line_per_module() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+    rows = re.findall(r"^\| `([\w/]+\.py)` \|", page.read_text(encoding="utf-8"), re.M)
+    modules = [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.py")]
+    # The catalog has one line of its own; a folder's __init__ says what it holds in its docstring.
+    expected = [m for m in modules if not m.startswith("catalog/") and not m.endswith("/__init__.py")]
+    assert sorted(rows) == sorted(expected)
 
 
 def test_a_lazy_import_of_a_higher_layer_is_found(tmp_path: Path) -> None:
