@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pytest_tfperf.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, Measurement
-from pytest_tfperf.runs import REFRESH, RunSummary, summarize
+from pytest_tfperf.runs import CALIBRATION_ID, REFRESH, RunSummary, summarize
 from pytest_tfperf.serialization import (
     REFRESH_COMMAND,
     Field,
@@ -46,6 +46,7 @@ from pytest_tfperf.serialization import (
     run_summary_to_dict,
     utc_timestamp,
 )
+from pytest_tfperf.stored_rule import MachineFloor, log_spread, machine_floor
 
 SCHEMA = "pytest-tfperf/baseline"
 
@@ -281,6 +282,19 @@ class BaselineStore:
             if entry is not None:
                 out.append(entry[1])
         return out
+
+    def machine_floor(self, environment: Environment) -> MachineFloor:
+        """This machine's floor on every test's between-process spread (``stored_rule.machine_floor``): the
+        calibration workload's runs and the spreads of every test baselined for ``environment``."""
+        calibration: list[float] = []
+        suite: list[tuple[float, float]] = []
+        for stored in self.baselines_for(environment):
+            values = [r.throughput_per_s for r in stored.runs]
+            if stored.test_id == CALIBRATION_ID:
+                calibration = values
+            else:
+                suite.append((log_spread(values), float(len(values) - 1)))
+        return machine_floor(suite, calibration)
 
     def _read_entries(self, path: Path, test_id: str) -> dict[str, tuple[JsonDict, StoredBaseline]]:
         """Every entry of ``path`` (which must belong to ``test_id``), raw as stored and validated."""

@@ -333,8 +333,7 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     if not base or min(values) <= 0 or not all(math.isfinite(v) for v in values):
         return _unavailable(name, unit, Direction.HIGHER_IS_BETTER,
                             f"{name}: not compared: the baseline or this run has no positive throughput")
-    own = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
-    spread = dataclasses.replace(own, sd=max(own.sd, runs.machine_spread)) if own.known else own
+    own, spread = stored_rule.applied_spread(base, runs.history_throughputs(), runs.machine)
     d = tol.throughput_decision_threshold
     confidence = tol.stored_throughput_confidence
     call = stored_rule.judge_throughput(spread, values, confidence=confidence, threshold=d,
@@ -359,10 +358,13 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     per_run = [math.expm1(math.log(v) - spread.level) for v in values]
     head = (f"{name}: {_fmt(base_value, unit)} -> {_fmt(cur_value, unit)} ({_pct(call.change)}, "
             f"{conf} CI {_pct(call.ci_low)} to {_pct(call.ci_high)})")
-    floored = runs.machine_spread > 0 and own.sd < runs.machine_spread
-    varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this machine's "
-              f"tests typically by {math.expm1(runs.machine_spread):.1%}, the spread assumed"
-              if floored else f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})")
+    if spread.sd > own.sd:
+        whose = ("its calibration workload" if runs.machine.source == "calibration" else "this suite's tests typically")
+        varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this "
+                  f"machine's by {math.expm1(spread.sd):.1%} ({whose}, {spread.df:.0f} degrees of freedom), the "
+                  "spread assumed")
+    else:
+        varies = f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})"
     spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
     limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
     if call.detection_limit > tol.throughput:
@@ -573,17 +575,13 @@ def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Toleran
     # when it began, so leftovers of earlier tests or of an interleaved
     # variant do not move it.
     stored = runs.memory(name) if runs is not None else []
-    between_runs = stored_rule.run_spread([float(v) for v in stored],
-                                          [float(v) for v in runs.history_memory(name)] if runs is not None else [])
-    base_b = between_runs.level if stored else float(base.added_bytes or 0)
+    between_runs, base_band = _memory_band(name, runs, tol, fallback=float(base.added_bytes or 0))
+    base_b = base_band.level
     cur_b = float(cur.added_bytes or 0)
-    configured = max(rel * base_b, float(floor))
+    configured, between = base_band.configured, base_band.between
     spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_added_bytes),
                                   round_spread_bytes(cur.per_round_added_bytes))
-    # Processes differ more than one process's rounds do (the executor's op order, allocator state): the
-    # prediction bound over the baseline's runs, when there are enough of them to estimate it.
-    between = between_runs.prediction_half_width(tol.confidence) if between_runs.known else 0.0
-    allowed = max(configured, spread, between)
+    allowed = max(base_band.half, spread)
     delta = cur_b - base_b
     again = None if confirmation is None else float(confirmation.added_bytes or 0) - base_b
     change = delta / base_b if base_b > 0 else None
@@ -636,6 +634,57 @@ def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Toleran
         message=f"{head}: {body}",
         decision_threshold=mdc,
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BaselineBand:
+    """Where the stored gate lets a new run of unchanged code land for one metric, from the baseline alone:
+    ``level +/- half``. Memory's gate also widens the band by the rounds' spread of the run it judges."""
+
+    level: float
+    half: float
+    configured: float = 0.0  # memory: the configured tolerance's part (relative, floor)
+    between: float = 0.0  # memory: the bound over the baseline's runs
+
+    @property
+    def low(self) -> float:
+        return self.level - self.half
+
+    @property
+    def high(self) -> float:
+        return self.level + self.half
+
+
+def _memory_band(name: str, runs: BaselineRuns | None, tol: Tolerances, *,
+                 fallback: float = 0.0) -> tuple[stored_rule.RunSpread, BaselineBand]:
+    stored = runs.memory(name) if runs is not None else []
+    between_runs = stored_rule.run_spread([float(v) for v in stored],
+                                          [float(v) for v in runs.history_memory(name)] if runs is not None else [])
+    level = between_runs.level if stored else fallback
+    source = next((s for s in MemorySource if name.startswith(f"peak_{s.value}[")), MemorySource.RSS_HWM)
+    rel, floor = tol.memory_band(source)
+    configured = max(rel * level, float(floor))
+    # Processes differ more than one process's rounds do (the executor's op order, allocator state): the
+    # prediction bound over the baseline's runs, when there are enough of them to estimate it.
+    between = between_runs.prediction_half_width(tol.confidence) if between_runs.known else 0.0
+    return between_runs, BaselineBand(level, max(configured, between), configured, between)
+
+
+def baseline_bands(runs: BaselineRuns, tol: Tolerances) -> dict[str, tuple[float, float, float]]:
+    """(low, level, high) per metric as history.csv names it (``throughput_per_s``, ``added_peak_...``): the
+    bound the stored gate applies to a new run, from the same functions ``judge`` uses, so the HTML report
+    draws the bound that judged (throughput in items/s, memory in bytes)."""
+    out: dict[str, tuple[float, float, float]] = {}
+    band = stored_rule.throughput_band(runs.throughputs(), runs.history_throughputs(), runs.machine,
+                                       confidence=tol.stored_throughput_confidence)
+    if band is not None:
+        out["throughput_per_s"] = band
+    names = dict.fromkeys(name for r in runs.runs for name, _ in r.memory_added_bytes)
+    for name in names:
+        between, memory = _memory_band(name, runs, tol)
+        if between.known:
+            out[f"added_{name}"] = (memory.low, memory.level, memory.high)
+    return out
 
 
 def round_spread_bytes(per_round: Sequence[int]) -> float:

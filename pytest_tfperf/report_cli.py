@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import TextIO
 
 from pytest_tfperf.baseline_store import BaselineStore
-from pytest_tfperf.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows
+from pytest_tfperf.compare import Tolerances, baseline_bands
+from pytest_tfperf.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows, recorded_runs
 from pytest_tfperf.model import Environment
 from pytest_tfperf.report_model import BaselineFigures, Report, build_report
 from pytest_tfperf.results_json import results_from_dict
+from pytest_tfperf.runs import BaselineRuns, RunSummary
 from pytest_tfperf.serialization import JsonDict, StorageError, utc_timestamp
 from pytest_tfperf.shards import ShardedResults, ShardError, load_shards, merge_results
 
@@ -29,12 +31,15 @@ EXIT_OK = 0
 EXIT_ERROR = 2
 
 
-def baseline_figures(store: BaselineStore, test_id: str, environment: Environment) -> BaselineFigures:
+def baseline_figures(store: BaselineStore, test_id: str, environment: Environment,
+                     history: Sequence[RunSummary] = ()) -> BaselineFigures:
     """What the stored baseline of one test in one environment holds: the one place that reads it.
 
     Baselines that keep a summary of each of their runs (``runs``, several
     processes per refresh) give each metric one value per run, hence a band;
-    older ones have one measurement: a level, no band.
+    older ones have one measurement: a level, no band. ``history``: the runs recorded on main
+    (``--tfperf-record``), which the gate pools into the spread: the band is the gate's bound
+    (``compare.baseline_bands``, default tolerances).
     """
     match = store.load(test_id, environment)
     stored = match.baseline
@@ -50,8 +55,9 @@ def baseline_figures(store: BaselineStore, test_id: str, environment: Environmen
     steady = [float(r.traces_steady) for r in runs if getattr(r, "traces_steady", None) is not None]
     if steady:
         values["traces_steady"] = steady
+    gate = BaselineRuns(runs=tuple(runs), history=tuple(history), machine=store.machine_floor(environment))
     return BaselineFigures((stored.measurement,), {k: tuple(v) for k, v in values.items()},
-                           tuple(str(r.recorded_at) for r in runs))
+                           tuple(str(r.recorded_at) for r in runs), baseline_bands(gate, Tolerances()))
 
 
 def gather(results: ShardedResults, baseline_dir: str | Path | None, *, title: str = "pytest-tfperf report",
@@ -70,9 +76,11 @@ def gather(results: ShardedResults, baseline_dir: str | Path | None, *, title: s
             history = read_history_rows(path)
         if directory.is_dir():
             store = BaselineStore(directory)
+            recorded = recorded_runs(history)
             for test_id, entry in results.tests.items():
                 try:
-                    baselines[test_id] = baseline_figures(store, test_id, entry.environment)
+                    baselines[test_id] = baseline_figures(
+                        store, test_id, entry.environment, recorded.get((test_id, entry.environment.fingerprint), ()))
                 except StorageError:
                     continue
     return build_report(results, history, baselines, title=title,

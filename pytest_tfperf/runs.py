@@ -16,7 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_tfperf.model import Measurement
+from pytest_tfperf.stored_rule import MachineFloor
 
+# The baseline of the calibration workload (``calibration``) that every refresh process measures: stored
+# like a test's, under an id no pytest node id can have (node ids never start with "::").
+CALIBRATION_ID = "::tfperf-calibration"
 REFRESH = "refresh"  # measured by --tfperf-update: part of the baseline
 RECORD = "record"  # measured by --tfperf-record: history only, never the reference level
 
@@ -80,9 +84,9 @@ class BaselineRuns:
 
     runs: tuple[RunSummary, ...]
     history: tuple[RunSummary, ...] = ()
-    # The machine's typical between-process spread of log throughput (``stored_rule.machine_spread`` over
-    # every baseline of this environment): the least spread this test's bound assumes. 0: unknown.
-    machine_spread: float = 0.0
+    # The least between-process spread of log throughput this test's bound assumes on this machine
+    # (``stored_rule.machine_floor``: the calibration workload's and the suite's). sd 0: unknown.
+    machine: MachineFloor = MachineFloor()
 
     def throughputs(self) -> list[float]:
         return [r.throughput_per_s for r in self.runs if r.throughput_per_s > 0]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_tfperf import runner
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import BudgetViolation, Environment, Measurement
+from pytest_tfperf.runs import CALIBRATION_ID
 
 if TYPE_CHECKING:
     from pytest_tfperf.fixture import TfPerf
@@ -84,7 +85,8 @@ class TfPerfSession:
         self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
         self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
         self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
-        self._machine_spread: dict[str, float] = {}  # fingerprint -> stored_rule.machine_spread
+        self._machine: dict[str, Any] = {}  # fingerprint -> stored_rule.MachineFloor, read once
+        self.calibration: Measurement | None = None  # this process's run of the calibration workload (refreshes)
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
         self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
 
@@ -413,8 +415,7 @@ class TfPerfSession:
             history = self.recorded_runs().get((test_id, match.fingerprint), [])
         except StorageError as exc:
             _fail(f"{test_id}: the run history cannot be used, so nothing was compared.\n{exc}")
-        runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history),
-                            machine_spread=self.machine_spread(match.fingerprint))
+        runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history), machine=self.machine_floor(match.fingerprint))
         n = len(runs.runs)
         outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
         outcome.stored = (match.measurement, runs)
@@ -429,15 +430,11 @@ class TfPerfSession:
             if notice:
                 outcome.notices.append(notice)
 
-    def machine_spread(self, fingerprint: str) -> float:
-        """This machine's typical between-process spread, from every baseline of this environment (once)."""
-        if fingerprint not in self._machine_spread:
-            from pytest_tfperf.stored_rule import log_spread, machine_spread
-
-            baselines = self.store().baselines_for(self.environment())
-            spreads = [log_spread([r.throughput_per_s for r in b.runs]) for b in baselines]
-            self._machine_spread[fingerprint] = machine_spread(spreads)
-        return self._machine_spread[fingerprint]
+    def machine_floor(self, fingerprint: str) -> Any:
+        """This machine's floor on every test's spread (``BaselineStore.machine_floor``), read once."""
+        if fingerprint not in self._machine:
+            self._machine[fingerprint] = self.store().machine_floor(self.environment())
+        return self._machine[fingerprint]
 
     def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
         """Runs recorded with --tfperf-record, per (test id, fingerprint), read once per session."""
@@ -542,6 +539,8 @@ class TfPerfSession:
         try:
             if not self.outcomes and not self.failures:
                 return True
+            if self.config.calibrate:
+                self._measure_calibration()
             steps = []
             if self.config.json_path:
                 steps.append(self._write_json)
@@ -563,11 +562,24 @@ class TfPerfSession:
             self.close()
         return ok
 
+    def _measure_calibration(self) -> None:
+        """Measure the calibration workload once in this refresh process, after its tests, where TensorFlow
+        is loaded already (a suite that never imported it gets no calibration: its floor is the suite's)."""
+        if "tensorflow" not in sys.modules or not any(o.measurement.timings.iterations > 1 for o in self.outcomes):
+            return
+        from pytest_tfperf import calibration
+
+        settings = runner.RunSettings(budget_s=self.config.budget_s, rounds=self.config.rounds)
+        raw = runner.measure({"": calibration.workload()}, settings, probes=self.probes(), sync=_device_sync(),
+                             watch=settings.stall.enabled)[""]
+        self.calibration = self._build(calibration.CALIBRATION_ID, "call", raw)
+
     def _write_json(self) -> None:
         from pytest_tfperf.results_json import write_results
 
         write_results(self.config.json_path, self.environment(), self.outcomes,
-                      {f.test_id: f.verdict_dict() for f in self.failures}, effects=self.effects)
+                      {f.test_id: f.verdict_dict() for f in self.failures}, effects=self.effects,
+                      calibration=self.calibration)
         self._written.append(f"results written to {self.config.json_path}")
 
     def _update_baselines(self) -> None:
@@ -593,26 +605,31 @@ class TfPerfSession:
                                         timeout_s=None, positional=positional, node_ids=node_ids)
             self._written += [f"refresh run {f}" for f in extra.failures]
         commit = current_git_commit(self.rootdir)
+        calibrated = [] if self.calibration is None else [self.calibration]
         saved = self.store().save(
-            measurements, self.environment(), only_improved=self.config.update_improved_only,
-            is_improvement=lambda new, old: new.test_id in improved,
+            measurements + calibrated, self.environment(), only_improved=self.config.update_improved_only,
+            is_improvement=lambda new, old: new.test_id in improved or new.test_id == CALIBRATION_ID,
             extra_runs=None if extra is None else extra.measurements, git_commit=commit,
         )
         append_history(self.baseline_dir, measurements, self.environment(), git_commit=commit)
-        for others in _by_process(extra.measurements if extra is not None else {}):
+        tests = {t: m for t, m in (extra.measurements if extra is not None else {}).items() if t != CALIBRATION_ID}
+        for others in _by_process(tests):
             append_history(self.baseline_dir, others, self.environment(), git_commit=commit)
+        written = [(t, fp) for t, fp in saved.written if t != CALIBRATION_ID]
         kept = len(saved.not_improved)
         runs = ""
         if extra is not None:
-            counts = [1 + len(extra.measurements.get(t, [])) for t, _ in saved.written]
+            counts = [1 + len(extra.measurements.get(t, [])) for t, _ in written]
             fewest = min(counts) if counts else self.config.runs
             runs = (f", {self.config.runs} runs each in separate processes ({extra.processes} extra pytest "
                     f"session(s), {extra.seconds:.0f} s)" if fewest == self.config.runs
                     else f", {fewest} to {max(counts)} runs each (of {self.config.runs} asked for)")
         self._written.append(
-            f"baselines written for {len(saved.written)} test(s) in {self.baseline_dir}{runs}"
+            f"baselines written for {len(written)} test(s) in {self.baseline_dir}{runs}"
             + (f"; {kept} kept because they did not improve" if kept else "")
             + "; every other test's baseline was kept"
+            + (f"; the machine's calibration workload measured in {1 + len(extra.measurements.get(CALIBRATION_ID, []))}"
+               " process(es)" if calibrated and extra is not None else "")
         )
 
     def _record_history(self) -> None:
