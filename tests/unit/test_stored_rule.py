@@ -106,13 +106,14 @@ def test_a_suite_of_one_test_is_floored_by_the_calibration_workload_with_its_deg
     assert judge(measurement(900.0), measurement(1000.0), Tolerances(), runs=quiet).needs_confirmation
 
 
-def test_the_suite_floors_a_test_only_with_enough_tests_and_the_wider_floor_wins() -> None:
+def test_without_a_calibration_the_suite_floors_a_test_given_enough_tests() -> None:
     few = [(0.2, 6.0)] * (stored_rule.MIN_TESTS_FOR_MACHINE - 1)
     assert stored_rule.machine_floor(few).source == ""
     many = [(0.05 * i, 6.0) for i in range(1, 9)]
     suite = stored_rule.machine_floor(many)
     assert suite.source == "suite" and suite.sd == pytest.approx(0.3)
-    assert stored_rule.machine_floor(many, [1000.0, 1001.0, 999.0]).source == "suite"
+    # The calibration, where the refresh measured it, is the floor whatever the suite's size.
+    assert stored_rule.machine_floor(many, [1000.0, 1001.0, 999.0]).source == "calibration"
     own = stored_rule.run_spread([0.0, 0.5, 1.0])
     assert stored_rule.floored(own, suite) is own  # a test noisier than the floor keeps its own spread
 
@@ -199,8 +200,15 @@ def _simulate(run_sd: float, slowdown: float, trials: int, seed: int) -> float:
     rng = random.Random(seed)
     hits = 0
     for _ in range(trials):
-        base_runs = runs([1000.0 * math.exp(rng.gauss(0.0, run_sd)) for _ in range(DEFAULT_RUNS)])
-        cur = [1000.0 * (1.0 - slowdown) * math.exp(rng.gauss(0.0, run_sd)) for _ in range(2)]
+        # The baseline's runs and the calibration's in the same processes, floored as the session floors them.
+        calibration = [1000.0 * math.exp(rng.gauss(0.0, run_sd)) for _ in range(DEFAULT_RUNS)]
+        own = runs([1000.0 * math.exp(rng.gauss(0.0, run_sd)) for _ in range(DEFAULT_RUNS)])
+        base_runs = BaselineRuns(own.runs, machine=stored_rule.machine_floor([], calibration))
+        # A run and its confirmation share a slow or fast spell of the machine.
+        rho = stored_rule.CONFIRMATION_CORRELATION
+        shared = rng.gauss(0.0, run_sd * math.sqrt(rho))
+        cur = [1000.0 * (1.0 - slowdown) * math.exp(shared + rng.gauss(0.0, run_sd * math.sqrt(1 - rho)))
+               for _ in range(2)]
         first = judge(measurement(cur[0]), measurement(1000.0), Tolerances(), runs=base_runs)
         if first.needs_confirmation:
             final = judge(measurement(cur[0]), measurement(1000.0), Tolerances(), runs=base_runs,
