@@ -56,11 +56,12 @@ from pytest_tfperf.gates.stored import judge
 from pytest_tfperf.gates.verdict import Tolerances
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.storage.runs import RECORD, REFRESH, BaselineRuns, summarize  # noqa: E402
+from pytest_tfperf.gates.baseline_runs import BaselineRuns
+from pytest_tfperf.storage.runs import RECORD, REFRESH, summarize  # noqa: E402
 from pytest_tfperf.storage.fields import Field
 from pytest_tfperf.storage.serialization import memory_peak_from_dict, memory_peak_to_dict
 from pytest_tfperf.stats import wilson_interval
-from pytest_tfperf.gates.stored_rule import log_spread, machine_spread
+from pytest_tfperf.gates.stored_rule import MachineFloor, log_spread, machine_floor
 
 BASELINE_RUNS = DEFAULT_RUNS  # what --tfperf-update records by default (--baseline-runs to vary it)
 RESULTS = HERE / "results"
@@ -127,13 +128,13 @@ def collect_summary(runs_dir: Path) -> dict[str, Any]:
 
 
 def _judge(test: str, current: dict[str, Any], confirmation: dict[str, Any] | None,
-           baseline: list[dict[str, Any]], machine: float,
+           baseline: list[dict[str, Any]], machine: MachineFloor,
            history: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     base_measurements = [rebuild(test, b) for b in baseline]
     recorded = tuple(summarize(rebuild(test, h), run_id=f"h{i}", recorded_at="", kind=RECORD)
                      for i, h in enumerate(history))
     runs = BaselineRuns(tuple(summarize(m, run_id=str(i), recorded_at="", kind=REFRESH)
-                              for i, m in enumerate(base_measurements)), history=recorded, machine_spread=machine)
+                              for i, m in enumerate(base_measurements)), history=recorded, machine=machine)
     cur = rebuild(test, current)
     tol = Tolerances()
     verdict = judge(cur, base_measurements[-1], tol, runs=runs)
@@ -153,6 +154,19 @@ def _judge(test: str, current: dict[str, Any], confirmation: dict[str, Any] | No
     }
 
 
+CALIBRATION = "test_work[x1]"  # the same computation as pytest_tfperf.measuring.calibration.workload()
+
+
+def window_floor(window: Sequence[dict[str, Any]], suite: Sequence[str]) -> MachineFloor:
+    """``stored_rule.machine_floor`` of a refresh window: the suite's tests' spreads and the calibration's runs."""
+    spreads = []
+    for t in suite:
+        values = [w["tests"][t]["throughput_per_s"] for w in window if t in w["tests"]]
+        spreads.append((log_spread(values), float(len(values) - 1)))
+    return machine_floor(spreads, [w["tests"][CALIBRATION]["throughput_per_s"] for w in window
+                                   if CALIBRATION in w["tests"]])
+
+
 def judge_all(summary: dict[str, Any], history: int = 0) -> list[dict[str, Any]]:
     """Every verdict; with ``history``, the ``history`` processes before each baseline count as runs
     recorded by CI on main (``--tfperf-record``)."""
@@ -162,9 +176,9 @@ def judge_all(summary: dict[str, Any], history: int = 0) -> list[dict[str, Any]]
     for p in range(n_base + history, len(processes) - 1):
         proc, after = processes[p], processes[p + 1]
         window = processes[p - n_base:p]
-        # As the session does: the machine's spread from every test's baseline runs (here, the window's).
-        machine = machine_spread([log_spread([w["tests"][t]["throughput_per_s"] for w in window if t in w["tests"]])
-                                  for t in window[-1]["tests"]])
+        # As the session does: the machine's floor from every test's baseline runs (here, the window's) and
+        # the calibration workload's (the plugin's is the computation of test_work[x1], measured in each process).
+        machine = window_floor(window, list(window[-1]["tests"]))
         for test, figures in proc["tests"].items():
             reference, label = CHANGED.get(test, (test, "A/A"))
             if test == MEMORY_CHANGE[0]:

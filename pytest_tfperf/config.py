@@ -76,6 +76,8 @@ class SessionConfig:
     runs: int = DEFAULT_RUNS  # --tfperf-update: processes each test is measured in
     record: bool = False  # --tfperf-record: add this run to the history (never to the baseline)
     gate: bool = True  # False in a refresh's extra processes: they measure, nothing is compared
+    # A refresh's processes (the first and each extra one) also measure the calibration workload (``calibration``).
+    calibrate: bool = False
     hard_exit: bool = True  # arm faulthandler as a last resort against a wedged GIL
     # --tfperf-against: a git revision or directory whose code is measured beside this one, round by round.
     against: str | None = None

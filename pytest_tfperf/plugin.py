@@ -209,6 +209,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         runs=int(runs),
         record=opt("--tfperf-record") and not quiet,
         gate=child_json is None,
+        calibrate=(opt("--tfperf-update") and not quiet) or child_json is not None,
         update_improved_only=opt("--tfperf-update-improved"),
         strict=opt("--tfperf-strict"),
         tolerance=opt("--tfperf-tolerance"),

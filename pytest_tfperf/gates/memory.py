@@ -18,6 +18,7 @@ Peak memory is near-deterministic, and judged against a band, not by a test:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pytest_tfperf import stats
 from pytest_tfperf.gates import stored_rule
@@ -32,7 +33,7 @@ from pytest_tfperf.gates.verdict import (
     unavailable,
 )
 from pytest_tfperf.model import Direction, MemoryPeak, MemorySource
-from pytest_tfperf.storage.runs import BaselineRuns
+from pytest_tfperf.gates.baseline_runs import BaselineRuns
 
 
 def judge_memory(current: Sequence[MemoryPeak], baseline: Sequence[MemoryPeak],
@@ -83,17 +84,13 @@ def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Toleran
     # when it began, so leftovers of earlier tests or of an interleaved
     # variant do not move it.
     stored = runs.memory(name) if runs is not None else []
-    between_runs = stored_rule.run_spread([float(v) for v in stored],
-                                          [float(v) for v in runs.history_memory(name)] if runs is not None else [])
-    base_b = between_runs.level if stored else float(base.added_bytes or 0)
+    between_runs, base_band = memory_band(name, runs, tol, fallback=float(base.added_bytes or 0))
+    base_b = base_band.level
     cur_b = float(cur.added_bytes or 0)
-    configured = max(rel * base_b, float(floor))
+    configured, between = base_band.configured, base_band.between
     spread = _SPREAD_MARGIN * max(round_spread_bytes(base.per_round_added_bytes),
                                   round_spread_bytes(cur.per_round_added_bytes))
-    # Processes differ more than one process's rounds do (the executor's op order, allocator state): the
-    # prediction bound over the baseline's runs, when there are enough of them to estimate it.
-    between = between_runs.prediction_half_width(tol.confidence) if between_runs.known else 0.0
-    allowed = max(configured, spread, between)
+    allowed = max(base_band.half, spread)
     delta = cur_b - base_b
     again = None if confirmation is None else float(confirmation.added_bytes or 0) - base_b
     change = delta / base_b if base_b > 0 else None
@@ -146,6 +143,42 @@ def _judge_one_memory(name: str, base: MemoryPeak, cur: MemoryPeak, tol: Toleran
         message=f"{head}: {body}",
         decision_threshold=mdc,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineBand:
+    """Where the stored gate lets a new run of unchanged code land for one metric, from the baseline alone:
+    ``level +/- half``. Memory's gate also widens the band by the rounds' spread of the run it judges."""
+
+    level: float
+    half: float
+    configured: float = 0.0  # memory: the configured tolerance's part (relative, floor)
+    between: float = 0.0  # memory: the bound over the baseline's runs
+
+    @property
+    def low(self) -> float:
+        return self.level - self.half
+
+    @property
+    def high(self) -> float:
+        return self.level + self.half
+
+
+def memory_band(name: str, runs: BaselineRuns | None, tol: Tolerances, *,
+                fallback: float = 0.0) -> tuple[stored_rule.RunSpread, BaselineBand]:
+    """The stored gate's band for one memory metric from the baseline alone (``level`` is ``fallback``
+    without stored runs), and the spread over the baseline's runs behind it."""
+    stored = runs.memory(name) if runs is not None else []
+    between_runs = stored_rule.run_spread([float(v) for v in stored],
+                                          [float(v) for v in runs.history_memory(name)] if runs is not None else [])
+    level = between_runs.level if stored else fallback
+    source = next((s for s in MemorySource if name.startswith(f"peak_{s.value}[")), MemorySource.RSS_HWM)
+    rel, floor = tol.memory_band(source)
+    configured = max(rel * level, float(floor))
+    # Processes differ more than one process's rounds do (the executor's op order, allocator state): the
+    # prediction bound over the baseline's runs, when there are enough of them to estimate it.
+    between = between_runs.prediction_half_width(tol.confidence) if between_runs.known else 0.0
+    return between_runs, BaselineBand(level, max(configured, between), configured, between)
 
 
 def round_spread_bytes(per_round: Sequence[int]) -> float:

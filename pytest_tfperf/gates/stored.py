@@ -9,12 +9,11 @@ fails a test. Memory and traces are judged as by every gate (``memory``,
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.gates import stored_rule
-from pytest_tfperf.gates.memory import judge_memory
+from pytest_tfperf.gates.memory import judge_memory, memory_band
 from pytest_tfperf.gates.traces import judge_traces
 from pytest_tfperf.gates.verdict import (
     MetricVerdict,
@@ -30,7 +29,8 @@ from pytest_tfperf.gates.verdict import (
     unavailable,
 )
 from pytest_tfperf.model import Direction, Measurement
-from pytest_tfperf.storage.runs import BaselineRuns, summarize
+from pytest_tfperf.gates.baseline_runs import BaselineRuns
+from pytest_tfperf.storage.runs import summarize
 
 
 def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *,
@@ -74,9 +74,8 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     base = runs.throughputs()
     if not base or min(values) <= 0 or not all(math.isfinite(v) for v in values):
         return unavailable(name, unit, Direction.HIGHER_IS_BETTER,
-                            f"{name}: not compared: the baseline or this run has no positive throughput")
-    own = stored_rule.run_spread([math.log(v) for v in base], [math.log(v) for v in runs.history_throughputs()])
-    spread = dataclasses.replace(own, sd=max(own.sd, runs.machine_spread)) if own.known else own
+                           f"{name}: not compared: the baseline or this run has no positive throughput")
+    own, spread = stored_rule.applied_spread(base, runs.history_throughputs(), runs.machine)
     d = tol.throughput_decision_threshold
     confidence = tol.stored_throughput_confidence
     call = stored_rule.judge_throughput(spread, values, confidence=confidence, threshold=d,
@@ -103,10 +102,13 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     head = (f"{name}: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
             f"({signed_percent(call.change)}, "
             f"{conf} CI {signed_percent(call.ci_low)} to {signed_percent(call.ci_high)})")
-    floored = runs.machine_spread > 0 and own.sd < runs.machine_spread
-    varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this machine's "
-              f"tests typically by {math.expm1(runs.machine_spread):.1%}, the spread assumed"
-              if floored else f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})")
+    if spread.sd > own.sd:
+        whose = ("its calibration workload" if runs.machine.source == "calibration" else "this suite's tests typically")
+        varies = (f"the baseline's runs vary by {math.expm1(own.sd):.1%} between processes ({behind}); this "
+                  f"machine's by {math.expm1(spread.sd):.1%} ({whose}, {spread.df:.0f} degrees of freedom), the "
+                  "spread assumed")
+    else:
+        varies = f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})"
     spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
     limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
     if call.detection_limit > tol.throughput:
@@ -135,3 +137,20 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     return MetricVerdict(**common, ci_low=call.ci_low, ci_high=call.ci_high, status=status,  # type: ignore[arg-type]
                          minimum_detectable_change=call.detection_limit, message=f"{head}: {body}",
                          p_value=call.p_value)
+
+
+def baseline_bands(runs: BaselineRuns, tol: Tolerances) -> dict[str, tuple[float, float, float]]:
+    """(low, level, high) per metric as history.csv names it (``throughput_per_s``, ``added_peak_...``): the
+    bound the stored gate applies to a new run, from the same functions ``judge`` uses, so the HTML report
+    draws the bound that judged (throughput in items/s, memory in bytes)."""
+    out: dict[str, tuple[float, float, float]] = {}
+    band = stored_rule.throughput_band(runs.throughputs(), runs.history_throughputs(), runs.machine,
+                                       confidence=tol.stored_throughput_confidence)
+    if band is not None:
+        out["throughput_per_s"] = band
+    names = dict.fromkeys(name for r in runs.runs for name, _ in r.memory_added_bytes)
+    for name in names:
+        between, memory = memory_band(name, runs, tol)
+        if between.known:
+            out[f"added_{name}"] = (memory.low, memory.level, memory.high)
+    return out

@@ -93,6 +93,9 @@ class BaselineFigures:
     measurements: tuple[Measurement, ...] = ()
     values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     recorded_at: tuple[str, ...] = ()
+    # metric -> (low, level, high): the bound the stored gate applies (``gates.stored.baseline_bands``), drawn
+    # instead of a band of our own so the picture is the rule that judged.
+    gate_bands: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
 
     @classmethod
     def from_measurements(cls, measurements: Sequence[Measurement], recorded_at: Sequence[str] = ()) -> BaselineFigures:
@@ -326,8 +329,10 @@ def metric_histories(rows: Sequence[HistoryRow], baseline: BaselineFigures | Non
         points = tuple(HistoryPoint(r.run_id, r.recorded_at, r.git_commit, r.value, str(getattr(r, "kind", "")))
                        for r in ordered)
         refreshes = tuple(i for i, p in enumerate(points) if is_refresh(p, times))
-        out.append(MetricHistory(metric, ordered[-1].unit, points,
-                                 prediction_band(baseline.values.get(metric, ())), refreshes))
+        gated = baseline.gate_bands.get(metric)
+        band = (Band(gated[1], gated[0], gated[2], len(baseline.values.get(metric, ()))) if gated is not None
+                else prediction_band(baseline.values.get(metric, ())))
+        out.append(MetricHistory(metric, ordered[-1].unit, points, band, refreshes))
     return tuple(out)
 
 

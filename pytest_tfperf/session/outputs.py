@@ -23,6 +23,7 @@ class FinishedSession(Protocol):
     outcomes: list[Outcome]
     failures: list[Any]  # diagnoses.failures.MeasurementFailure
     effects: list[dict[str, Any]]
+    calibration: Measurement | None  # the calibration workload, in a refresh's processes
     invocation: tuple[str, list[str]]
     invocation_args: tuple[str, ...]
 
@@ -125,13 +126,14 @@ def _write_json(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.storage.results_json import write_results
 
     write_results(s.config.json_path, s.environment(), s.outcomes,
-                  {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects)
+                  {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects, calibration=s.calibration)
     written.append(f"results written to {s.config.json_path}")
 
 
 def _update_baselines(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.session.refresh import run_extra_processes
     from pytest_tfperf.storage.history import append_history, current_git_commit
+    from pytest_tfperf.storage.runs import CALIBRATION_ID
 
     measurements = [o.measurement for o in s.outcomes if o.measurement.timings.iterations > 1]
     if not measurements:
@@ -150,26 +152,31 @@ def _update_baselines(s: FinishedSession, written: list[str]) -> None:
                                     timeout_s=None, positional=positional, node_ids=node_ids)
         written += [f"refresh run {f}" for f in extra.failures]
     commit = current_git_commit(s.rootdir)
+    calibrated = [] if s.calibration is None else [s.calibration]
     saved = s.store().save(
-        measurements, s.environment(), only_improved=s.config.update_improved_only,
-        is_improvement=lambda new, old: new.test_id in improved,
+        measurements + calibrated, s.environment(), only_improved=s.config.update_improved_only,
+        is_improvement=lambda new, old: new.test_id in improved or new.test_id == CALIBRATION_ID,
         extra_runs=None if extra is None else extra.measurements, git_commit=commit,
     )
     append_history(s.baseline_dir, measurements, s.environment(), git_commit=commit)
-    for others in _by_process(extra.measurements if extra is not None else {}):
+    tests = {t: m for t, m in (extra.measurements if extra is not None else {}).items() if t != CALIBRATION_ID}
+    for others in _by_process(tests):
         append_history(s.baseline_dir, others, s.environment(), git_commit=commit)
+    stored = [(t, fp) for t, fp in saved.written if t != CALIBRATION_ID]
     kept = len(saved.not_improved)
     runs = ""
     if extra is not None:
-        counts = [1 + len(extra.measurements.get(t, [])) for t, _ in saved.written]
+        counts = [1 + len(extra.measurements.get(t, [])) for t, _ in stored]
         fewest = min(counts) if counts else s.config.runs
         runs = (f", {s.config.runs} runs each in separate processes ({extra.processes} extra pytest "
                 f"session(s), {extra.seconds:.0f} s)" if fewest == s.config.runs
                 else f", {fewest} to {max(counts)} runs each (of {s.config.runs} asked for)")
     written.append(
-        f"baselines written for {len(saved.written)} test(s) in {s.baseline_dir}{runs}"
+        f"baselines written for {len(stored)} test(s) in {s.baseline_dir}{runs}"
         + (f"; {kept} kept because they did not improve" if kept else "")
         + "; every other test's baseline was kept"
+        + (f"; the machine's calibration workload measured in {1 + len(extra.measurements.get(CALIBRATION_ID, []))}"
+           " process(es)" if calibrated and extra is not None else "")
     )
 
 

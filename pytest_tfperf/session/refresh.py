@@ -112,7 +112,7 @@ def run_extra_processes(count: int, args: Sequence[str], cwd: Path, *, python: s
             except StorageError as exc:
                 failures.append(f"run {index + 2}: {exc}")
                 continue
-            for measurement in document.measurements:
+            for measurement in document.measurements + ((document.calibration,) if document.calibration else ()):
                 if measurement.timings.iterations > 1:
                     found.setdefault(measurement.test_id, []).append(measurement)
     return RefreshRuns(found, count, tuple(failures), time.monotonic() - start)

@@ -42,6 +42,7 @@ class TfPerfSession:
         self.stored_gate = StoredGate(config, rootdir, self.baseline_dir, self.store, self.environment)
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
         self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
+        self.calibration: Measurement | None = None  # this process's run of the calibration workload (refreshes)
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -310,9 +311,23 @@ class TfPerfSession:
         try:
             if not self.outcomes and not self.failures:
                 return True
+            if self.config.calibrate:
+                self._measure_calibration()
             return outputs.write_outputs(self, self._written)
         finally:
             self.close()
+
+    def _measure_calibration(self) -> None:
+        """Measure the calibration workload once in this refresh process, after its tests, where TensorFlow
+        is loaded already (a suite that never imported it gets no calibration: its floor is the suite's)."""
+        if "tensorflow" not in sys.modules or not any(o.measurement.timings.iterations > 1 for o in self.outcomes):
+            return
+        from pytest_tfperf.measuring import calibration
+
+        settings = RunSettings(budget_s=self.config.budget_s, rounds=self.config.rounds)
+        raw = runner.measure({"": calibration.workload()}, settings, probes=self.probes(), sync=_device_sync(),
+                             watch=settings.stall.enabled)[""]
+        self.calibration = self._build(calibration.CALIBRATION_ID, "call", raw)
 
     def report_properties(self, test_id: str) -> list[tuple[str, object]]:
         """Figures for JUnit XML (``record_property``), for the outcomes of one test and its variants."""

@@ -32,7 +32,7 @@ class StoredGate:
         self._environment = environment
         self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
         self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
-        self._machine_spread: dict[str, float] = {}  # fingerprint -> stored_rule.machine_spread
+        self._machine: dict[str, Any] = {}  # fingerprint -> stored_rule.MachineFloor, read once
 
     def close(self) -> None:
         if self._confirmer is not None:
@@ -45,7 +45,7 @@ class StoredGate:
         """Set ``outcome``'s verdict against its stored baseline, or say why there is none."""
         from pytest_tfperf.gates.stored import judge
         from pytest_tfperf.storage.baseline_store import MatchStatus
-        from pytest_tfperf.storage.runs import BaselineRuns
+        from pytest_tfperf.gates.baseline_runs import BaselineRuns
         from pytest_tfperf.storage.fields import StorageError
 
         test_id = outcome.measurement.test_id
@@ -73,7 +73,7 @@ class StoredGate:
         except StorageError as exc:
             fail_test(f"{test_id}: the run history cannot be used, so nothing was compared.\n{exc}")
         runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history),
-                            machine_spread=self.machine_spread(match.fingerprint))
+                            machine=self.machine_floor(match.fingerprint))
         n = len(runs.runs)
         outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
         outcome.stored = (match.measurement, runs)
@@ -88,15 +88,13 @@ class StoredGate:
             if notice:
                 outcome.notices.append(notice)
 
-    def machine_spread(self, fingerprint: str) -> float:
-        """This machine's typical between-process spread, from every baseline of this environment (once)."""
-        if fingerprint not in self._machine_spread:
-            from pytest_tfperf.gates.stored_rule import log_spread, machine_spread
+    def machine_floor(self, fingerprint: str) -> Any:
+        """This machine's floor on every test's spread (``gates.baseline_runs.machine_floor_of``), read once."""
+        if fingerprint not in self._machine:
+            from pytest_tfperf.gates.baseline_runs import machine_floor_of
 
-            baselines = self._store().baselines_for(self._environment())
-            spreads = [log_spread([r.throughput_per_s for r in b.runs]) for b in baselines]
-            self._machine_spread[fingerprint] = machine_spread(spreads)
-        return self._machine_spread[fingerprint]
+            self._machine[fingerprint] = machine_floor_of(self._store().baselines_for(self._environment()))
+        return self._machine[fingerprint]
 
     def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
         """Runs recorded with --tfperf-record, per (test id, fingerprint), read once per session."""

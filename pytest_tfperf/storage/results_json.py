@@ -54,8 +54,12 @@ SCHEMA = "pytest-tfperf/results"
 #     test an optional "reference_measurement": the other version's figures
 #     under --tfperf-against, so a report can plot both sides' rounds. A
 #     version-2 file is a valid version 3.
-SCHEMA_VERSION = 3
-_MIGRATIONS: dict[int, Migration] = {1: lambda document: document, 2: lambda document: document}
+# 4 - an optional top-level "calibration": the calibration workload's measurement in this process (a
+#     refresh's processes measure it; the refresh stores its runs as the machine's spread floor). A
+#     version-3 file is a valid version 4.
+SCHEMA_VERSION = 4
+_MIGRATIONS: dict[int, Migration] = {1: lambda document: document, 2: lambda document: document,
+                                     3: lambda document: document}
 
 DEFAULT_MAX_SAMPLES = 2000  # as for baselines: the same data judged the same way
 _REGENERATE = "pytest --tfperf --tfperf-json=PATH"
@@ -96,6 +100,7 @@ class ResultsDocument:
     # test id -> the measurement its paired verdict compared with (--tfperf-against's other version)
     references: Mapping[str, Measurement] = field(default_factory=dict)
     effects: tuple[Mapping[str, Any], ...] = ()  # the catalog's fix-vs-anti effects, as written
+    calibration: Measurement | None = None  # the calibration workload, measured by a refresh's processes
 
     def measurement(self, test_id: str) -> Measurement | None:
         for m in self.measurements:
@@ -133,6 +138,7 @@ def results_to_dict(
     created_at: datetime | None = None,
     max_samples: int | None = DEFAULT_MAX_SAMPLES,
     effects: Sequence[Mapping[str, Any]] = (),
+    calibration: Measurement | None = None,
 ) -> JsonDict:
     """The results document.
 
@@ -177,6 +183,8 @@ def results_to_dict(
     }
     if effects:
         document["effects"] = to_json_value([dict(e) for e in effects], "effects")
+    if calibration is not None:
+        document["calibration"] = measurement_to_dict(calibration, max_samples=max_samples)
     return document
 
 
@@ -189,11 +197,12 @@ def write_results(
     created_at: datetime | None = None,
     max_samples: int | None = DEFAULT_MAX_SAMPLES,
     effects: Sequence[Mapping[str, Any]] = (),
+    calibration: Measurement | None = None,
 ) -> Path:
     """Write the results document to ``path`` atomically (parents created) and return the path."""
     path = Path(path)
-    text = render_json(results_to_dict(environment, results, verdicts,
-                                       created_at=created_at, max_samples=max_samples, effects=effects))
+    text = render_json(results_to_dict(environment, results, verdicts, created_at=created_at,
+                                       max_samples=max_samples, effects=effects, calibration=calibration))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
@@ -207,7 +216,7 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
     """Validate a parsed results document (already at the current schema version)."""
     top = Field(source, "", _HINT)
     doc = read_object(data, top, ("created_at", "environment", "schema", "schema_version", "tests", "written_by"),
-                      ("effects",))
+                      ("effects", "calibration"))
     environment = environment_from_dict(doc["environment"], top.key("environment"))
     tests = doc["tests"]
     if not isinstance(tests, dict):
@@ -249,6 +258,8 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
         compared_with=MappingProxyType(compared_with),
         references=MappingProxyType(references),
         effects=tuple(MappingProxyType(e) for e in effects),
+        calibration=(None if doc.get("calibration") is None
+                     else measurement_from_dict(doc["calibration"], top.key("calibration"))),
     )
 
 

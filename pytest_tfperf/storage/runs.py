@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 from pytest_tfperf.model import Measurement
 
+# The baseline of the calibration workload (``measuring.calibration``) that every refresh process measures: stored
+# like a test's, under an id no pytest node id can have (node ids never start with "::").
+CALIBRATION_ID = "::tfperf-calibration"
 REFRESH = "refresh"  # measured by --tfperf-update: part of the baseline
 RECORD = "record"  # measured by --tfperf-record: history only, never the reference level
 
@@ -67,32 +70,4 @@ def summarize(measurement: Measurement, *, run_id: str, recorded_at: str, kind: 
         traces_steady=measurement.traces_steady,
         git_commit=git_commit,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class BaselineRuns:
-    """What the stored gate knows of a test on this machine.
-
-    ``runs``: the baseline's own runs (refreshes, one process each; they set the
-    reference level). ``history``: runs recorded since, oldest first (they only
-    sharpen the estimate of the between-process spread, see ``stored_rule``).
-    """
-
-    runs: tuple[RunSummary, ...]
-    history: tuple[RunSummary, ...] = ()
-    # The machine's typical between-process spread of log throughput (``stored_rule.machine_spread`` over
-    # every baseline of this environment): the least spread this test's bound assumes. 0: unknown.
-    machine_spread: float = 0.0
-
-    def throughputs(self) -> list[float]:
-        return [r.throughput_per_s for r in self.runs if r.throughput_per_s > 0]
-
-    def history_throughputs(self) -> list[float]:
-        return [r.throughput_per_s for r in self.history if r.throughput_per_s > 0]
-
-    def memory(self, metric: str) -> list[int]:
-        return [v for v in (r.memory(metric) for r in self.runs) if v is not None]
-
-    def history_memory(self, metric: str) -> list[int]:
-        return [v for v in (r.memory(metric) for r in self.history) if v is not None]
 

@@ -94,3 +94,50 @@ def test_pipeline_gets_an_input_bound_figure(session) -> None:  # type: ignore[n
     fraction = m.extra("input_bound_fraction")
     assert fraction is not None and 0.0 <= fraction <= 1.0
     assert "input-bound" in proc.stdout
+
+
+ONE_TEST = """
+import tensorflow as tf
+
+@tf.function
+def step(x):
+    return tf.reduce_sum(tf.tanh(tf.matmul(x, x)))
+
+def test_only(tfperf):
+    tfperf(step, tf.ones([64, 64]), items=64)
+"""
+
+
+def test_a_refresh_of_a_one_test_suite_measures_the_calibration_in_every_process_and_floors_the_gate(
+        tmp_path: os.PathLike) -> None:
+    """A suite of one test has no other tests to learn the machine's spread from: each refresh process
+    measures the calibration workload too, it is stored as a baseline of its own, and the gate judges the
+    test with the machine's floor (its verdict names its source and degrees of freedom when it applies)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pytest_tfperf.storage.baseline_store import BaselineStore
+    from pytest_tfperf.storage.runs import CALIBRATION_ID
+
+    root = Path(tmp_path)
+    (root / "test_one.py").write_text(ONE_TEST)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    common = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", "--tfperf-budget=0.3",
+              "-W", "ignore::DeprecationWarning", "test_one.py"]
+    refresh = subprocess.run([*common, "--tfperf-update", "--tfperf-runs=3"], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert refresh.returncode == 0, refresh.stdout[-3000:]
+    assert "the machine's calibration workload measured in 3 process(es)" in refresh.stdout
+    store = BaselineStore(root / "benchmarks" / "baselines")
+    (entry,) = json.loads(store.path_for(CALIBRATION_ID).read_text())["entries"].values()
+    assert len(entry["runs"]) == 3 and all(r["throughput_per_s"] > 0 for r in entry["runs"])
+    assert "1 test(s)" in refresh.stdout  # the calibration is not counted as a test
+    # The gated run reads the floor; the history holds tests only.
+    out = root / "results.json"
+    gated = subprocess.run([*common, f"--tfperf-json={out}"], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert gated.returncode == 0, gated.stdout[-3000:]
+    assert CALIBRATION_ID not in (root / "benchmarks" / "baselines" / "history.csv").read_text()
+    assert load_results(out).calibration is None  # a gated run measures no calibration

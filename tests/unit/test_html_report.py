@@ -234,12 +234,23 @@ def test_baselines_with_several_runs_give_a_band_and_history_kinds_mark_refreshe
     from pytest_tfperf.storage.history import HistoryRow
     from pytest_tfperf.reports.report_model import BaselineFigures, metric_histories
 
-    runs = [SimpleNamespace(throughput_per_s=v, memory_added_bytes=(("peak_tf_allocator[CPU:0]", 2**20),),
-                            traces_steady=0, recorded_at=f"2026-11-0{i + 1}T00:00:00Z")
+    from pytest_tfperf.gates.baseline_runs import BaselineRuns
+    from pytest_tfperf.gates.stored import baseline_bands
+    from pytest_tfperf.gates.stored_rule import MachineFloor
+    from pytest_tfperf.gates.verdict import Tolerances
+    from pytest_tfperf.storage.runs import RunSummary
+
+    runs = [RunSummary(run_id=f"r{i}", throughput_per_s=v, memory_added_bytes=(("peak_tf_allocator[CPU:0]", 2**20),),
+                       traces_steady=0, recorded_at=f"2026-11-0{i + 1}T00:00:00Z", kind="refresh")
             for i, v in enumerate((100.0, 104.0, 98.0, 101.0, 99.0))]
     stored = SimpleNamespace(measurement=measurement("t::a"), recorded_at="2026-11-01T00:00:00Z", runs=tuple(runs))
+    floor = MachineFloor(sd=0.05, df=6.0, source="calibration")
     store = SimpleNamespace(load=lambda test_id, env: SimpleNamespace(baseline=stored))
-    figures = sources.baseline_figures(store, "t::a", ENV)  # type: ignore[arg-type]
+    figures = sources.baseline_figures(store, "t::a", ENV, machine=floor)  # type: ignore[arg-type]
+    # The band drawn is the bound the gate applies: the machine's floor included.
+    gate = baseline_bands(BaselineRuns(tuple(runs), machine=floor), Tolerances())
+    assert figures.gate_bands["throughput_per_s"] == gate["throughput_per_s"]
+    assert figures.gate_bands != baseline_bands(BaselineRuns(tuple(runs)), Tolerances())
     assert figures.values["throughput_per_s"] == (100.0, 104.0, 98.0, 101.0, 99.0)
     assert figures.values["added_peak_tf_allocator[CPU:0]"] == (2**20,) * 5 and len(figures.recorded_at) == 5
 
@@ -254,4 +265,5 @@ def test_baselines_with_several_runs_give_a_band_and_history_kinds_mark_refreshe
     throughput = histories["throughput_per_s"]
     assert throughput.refreshes == (0,)
     assert throughput.band is not None and throughput.band.low is not None and throughput.band.runs == 5
+    assert throughput.band.low == pytest.approx(gate["throughput_per_s"][0])
     assert BaselineFigures.from_measurements([measurement("t::a")]).values["traces_steady"] == (0.0,)
