@@ -112,6 +112,7 @@ from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is wher
     _signed_mib,
     _unavailable,
     slowdown_text,
+    slowdowns_caught,
 )
 
 # ---------------------------------------------------------------------------
@@ -366,7 +367,7 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     else:
         varies = f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})"
     spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
-    limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
+    limit_text = f"against this baseline, {slowdowns_caught(call.detection_limit)} are caught here"
     if call.detection_limit > tol.throughput:
         limit_text += (f", wider than the {_share(tol.throughput)} tolerance: for finer changes on this machine, "
                        "measure the other version beside this one with --tfperf-against=origin/main")

@@ -244,13 +244,28 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:g} {unit}"
 
 
+# Beyond this loss (a slowdown to 200x the time) one decimal of a factor means nothing: say "at least 200x".
+_LARGEST_SAID = 0.995
+
+
 def slowdown_text(fraction_lost: float) -> str:
-    """A slowdown (fraction of throughput lost) as people say it: '38%' up to a half, then '3.0x' (time taken)."""
-    if not math.isfinite(fraction_lost) or fraction_lost >= 0.995:
-        return "none" if math.isinf(fraction_lost) or fraction_lost != fraction_lost else "200x"
+    """A slowdown (fraction of throughput lost) as people say it: '38%' up to a half, then '3.0x' (time taken).
+
+    A limit past 200x reads 'at least 200x' (a bare '200x' would claim that figure); none at all, 'none'.
+    """
+    if not math.isfinite(fraction_lost) or fraction_lost >= _LARGEST_SAID:
+        if math.isinf(fraction_lost) or fraction_lost != fraction_lost:
+            return "none"
+        return f"at least {1.0 / (1.0 - _LARGEST_SAID):.0f}x"
     if fraction_lost < 0.5:
         return f"{fraction_lost:.0%}"
     return f"{1.0 / (1.0 - fraction_lost):.1f}x"
+
+
+def slowdowns_caught(fraction_lost: float) -> str:
+    """'slowdowns of 38% or more', or 'slowdowns of at least 200x' (never 'at least 200x or more')."""
+    text = slowdown_text(fraction_lost)
+    return f"slowdowns of {text}" + ("" if text.startswith("at least") else " or more")
 
 
 def _pct(fraction: float | None) -> str:
