@@ -656,6 +656,9 @@ class TfPerfSession:
 
         text = "\n".join(report.markdown_summary(self._rows(), [o.verdict for o in self.outcomes])) + "\n"
         if self.config.markdown_path:
+            from pathlib import Path
+
+            Path(self.config.markdown_path).parent.mkdir(parents=True, exist_ok=True)  # as for the JSON and HTML
             with open(self.config.markdown_path, "w", encoding="utf-8") as fh:
                 fh.write(text)
             self._written.append(f"Markdown summary written to {self.config.markdown_path}")

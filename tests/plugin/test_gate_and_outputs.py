@@ -397,3 +397,46 @@ def test_a_broken_history_fails_the_gated_tests_naming_it_and_is_not_rewritten(p
     result.stdout.fnmatch_lines(["*the run history cannot be used, so nothing was compared*",
                                  f"*{history}: line * has 4 fields*"])
     assert history.read_text() == broken  # never rewritten: the tests that could not be judged record nothing
+
+
+@pytest.mark.parametrize(("option", "given", "why"), [
+    pytest.param("--tfperf-html", "/proc/r.html", "creating a file in /proc failed: No such file or directory",
+                 marks=pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")),
+    ("--tfperf-json", "blocker/out.json", "*blocker is not a directory"),
+    ("--tfperf-markdown", "blocker/summary.md", "*blocker is not a directory"),
+    ("--tfperf-baseline-dir", "blocker/baselines", "*blocker is not a directory"),
+])
+def test_an_output_path_that_cannot_be_written_stops_the_run_before_anything_is_measured(
+        pytester: pytest.Pytester, option: str, given: str, why: str) -> None:
+    pytester.makepyfile("""
+        def test_x(tfperf):
+            open("measured", "w").close()
+            tfperf(lambda: None)
+        """)
+    (pytester.path / "blocker").write_text("a file where a folder is needed")
+    extra = ["--tfperf-update"] if option == "--tfperf-baseline-dir" else []
+    result = pytester.runpytest_inprocess(*FAST, *extra, f"{option}={given}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option}={given}: cannot be written: {why}; nothing was measured: "
+                                 "choose a writable path"])
+    assert not (pytester.path / "measured").exists()
+
+
+def test_github_step_summary_that_cannot_be_written_stops_the_run_before_measuring(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile("def test_x(tfperf):\n    tfperf(lambda: None)\n")
+    (pytester.path / "blocker").write_text("")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "blocker" / "summary.md"))
+    result = pytester.runpytest_inprocess(*FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: $GITHUB_STEP_SUMMARY=*blocker/summary.md: cannot be written: "
+                                 "*blocker is not a directory*"])
+
+
+def test_outputs_in_folders_that_do_not_exist_yet_are_written_there(pytester: pytest.Pytester) -> None:
+    # The check before measuring tries the nearest folder that exists; the writers create the rest.
+    pytester.makepyfile("def test_x(tfperf):\n    tfperf(lambda: None)\n")
+    result = pytester.runpytest_inprocess(*FAST, "--tfperf-json=new/a/out.json", "--tfperf-markdown=new/b/s.md")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "new" / "a" / "out.json").exists() and (pytester.path / "new" / "b" / "s.md").exists()
+    assert not list(pytester.path.glob("**/.tfperf-write-check.*"))
