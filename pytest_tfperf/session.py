@@ -48,6 +48,8 @@ class Outcome:
             status = str(self.verdict.status)
             if status == "regressed":
                 label = ("slower (warning)" if self.warned_only else "REGRESSED") if self.gating else "slower (accepted)"
+            elif status == "unconfirmed":
+                label = "unconfirmed"  # a regression in this process only: reported, not failed (see _confirm)
             else:
                 label = {"unchanged": "ok"}.get(status, status)
             return label if self.paired_with is None else f"{label} vs {self.paired_with}"
@@ -55,7 +57,8 @@ class Outcome:
 
     @property
     def regressed_metrics(self) -> list[str]:
-        if self.verdict is None:
+        """Metrics whose regression counts: none while the verdict is unconfirmed (one process's word)."""
+        if self.verdict is None or str(self.verdict.status) == "unconfirmed":
             return []
         return [m.metric for m in self.verdict.metrics if str(m.status) == "regressed"]
 
@@ -276,7 +279,10 @@ class TfPerfSession:
         """Measure the test in a fresh pytest process and judge both runs: a regression must show in both.
 
         A ``tfperf.compare()`` test is measured whole there (every variant, interleaved as here), and
-        each variant that asked for it is judged against its own run of that process.
+        each variant that asked for it is judged against its own run of that process. When that process
+        cannot measure it (it fails to start, breaks, or does not run the test), the regression is
+        reported as unconfirmed, with the reason, and fails nothing: one process can be slow for its
+        whole life, which is exactly what the confirmation exists to rule out.
         """
         from pytest_tfperf.compare import judge
         from pytest_tfperf.partner import PartnerError
@@ -285,15 +291,14 @@ class TfPerfSession:
             fresh = {m.test_id: m for m in self._measure_in_fresh_process(fx._node_id, settings)}
         except PartnerError as exc:
             for outcome in outcomes:
-                outcome.notices.append(f"{outcome.measurement.test_id}: the regression could not be confirmed in a "
-                                       f"fresh process ({exc}); the first verdict stands")
+                self._unconfirmed(outcome, f"the fresh process could not measure it: {exc}")
             return
         for outcome in outcomes:
             test_id = outcome.measurement.test_id
             theirs = fresh.get(test_id)
             if theirs is None:
-                outcome.notices.append(f"{test_id}: the regression could not be confirmed in a fresh process (it "
-                                       f"measured {', '.join(sorted(fresh)) or 'nothing'}); the first verdict stands")
+                self._unconfirmed(outcome, f"the fresh process did not measure it (it measured "
+                                           f"{', '.join(sorted(fresh)) or 'nothing'})")
                 continue
             baseline, runs = outcome.stored
             outcome.verdict = judge(outcome.measurement, baseline, self._tolerances(options), runs=runs,
@@ -301,6 +306,14 @@ class TfPerfSession:
             held = "confirmed" if str(outcome.verdict.status) == "regressed" else "not confirmed"
             outcome.notices.append(f"{test_id}: a regression in this process was measured again in a fresh "
                                    f"process: {held}")
+
+    @staticmethod
+    def _unconfirmed(outcome: Outcome, reason: str) -> None:
+        outcome.verdict = outcome.verdict.unconfirmed(reason)
+        outcome.notices.append(
+            f"{outcome.measurement.test_id}: unconfirmed, not failed: {outcome.verdict.summary()} in this process, "
+            f"and a regression fails a test only once a fresh process shows it too, but {reason}; run the test "
+            "again to decide")
 
     def _measure_in_fresh_process(self, node_id: str, settings: runner.RunSettings) -> list[Measurement]:
         from pathlib import Path
@@ -752,6 +765,8 @@ def _outcome_properties(o: Outcome) -> list[tuple[str, object]]:
         ("tfperf_median_s", m.median_s),
         ("tfperf_verdict", o.label),
     ]
+    if o.verdict is not None and str(o.verdict.status) == "unconfirmed":
+        props.append(("tfperf_unconfirmed_reason", o.verdict.unconfirmed_reason))
     limit = _detection_limit(o)
     if limit is not None:
         props.append(("tfperf_detection_limit", "none" if limit >= 1.0 else round(limit, 4)))

@@ -7,6 +7,7 @@ and ``stored_rule`` (the between-process prediction bound of stored baselines).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Sequence
@@ -26,6 +27,10 @@ class Status(str, enum.Enum):
     UNCHANGED = "unchanged"
     NOISY = "noisy"
     UNAVAILABLE = "unavailable"
+    # A whole verdict's status only, never a metric's: a regression seen in one process whose confirmation
+    # in a fresh process could not be measured. Reported with the reason, and not a failure: one process
+    # can be slow for its whole life, which is what the confirmation is there to rule out.
+    UNCONFIRMED = "unconfirmed"
 
     def __str__(self) -> str:
         return self.value
@@ -147,10 +152,21 @@ class Verdict:
     # A stored-baseline regression seen in one process: the session measures a fresh process before failing.
     needs_confirmation: bool = False
     confirmed: bool = False  # the verdict includes a fresh process's run
+    unconfirmed_reason: str = ""  # why the confirmation could not be measured (status "unconfirmed")
 
     @property
     def failed(self) -> bool:
         return self.status is Status.REGRESSED
+
+    def unconfirmed(self, reason: str) -> Verdict:
+        """This regression, reported as unconfirmed: its fresh-process confirmation could not be measured.
+
+        The metrics keep what this process measured (the regressed ones say so);
+        the verdict, no longer a failure, carries the reason.
+        """
+        if self.status is not Status.REGRESSED:
+            raise ValueError(f"{self.test_id}: only a regression can be unconfirmed, this verdict is {self.status}")
+        return dataclasses.replace(self, status=Status.UNCONFIRMED, unconfirmed_reason=reason)
 
     def metric(self, name: str) -> MetricVerdict | None:
         for m in self.metrics:
