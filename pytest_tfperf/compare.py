@@ -85,8 +85,11 @@ Memory and traces (near-deterministic metrics)
   floor. A decrease beyond the band is "improved". When the spread alone makes
   the band wider than ``noisy_cap`` (10%) of the baseline, an unchanged result
   is reported "noisy".
-* Steady-state ``tf.function`` traces are exact counts: any increase is a
-  regression, a decrease an improvement.
+* Steady-state ``tf.function`` traces: when the baseline had none, an exact
+  count (any trace is a regression). Otherwise a count in the unit the harness
+  saw (``_judge_traces``): it may grow with the rounds or the iterations, so the
+  baseline's count is scaled to this run by the larger ratio of the two, and
+  the stored gate confirms a regression in a fresh process, as for throughput.
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ from collections.abc import Sequence
 from pytest_tfperf import stats, stored_rule
 from pytest_tfperf.config import DEFAULT_RUNS
 from pytest_tfperf.runs import BaselineRuns, summarize
-from pytest_tfperf.model import Direction, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.model import TRACE_COUNTING_UNITS, Direction, Measurement, MemoryPeak, MemorySource, Timings
 from pytest_tfperf.verdict import (  # noqa: F401 - re-exported: compare is where callers find the verdict types
     MIB,
     MetricVerdict,
@@ -138,10 +141,8 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
     metrics = [_judge_stored_throughput(current, confirmation, runs, tolerances)]
     metrics += _judge_memory(current.memory, baseline.memory, tolerances, runs=runs,
                              confirmation=None if confirmation is None else confirmation.memory)
-    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                 current_iterations=current.timings.iterations,
-                                 baseline_iterations=baseline.timings.iterations))
-    confirmable = [m for m in metrics if m.status is Status.REGRESSED and m.metric != "traces_steady"]
+    metrics.append(_judge_traces(current, baseline, tolerances, confirmation=confirmation))
+    confirmable = [m for m in metrics if m.status is Status.REGRESSED and needs_confirmation(m)]
     return Verdict(
         test_id=current.test_id,
         metrics=tuple(metrics),
@@ -150,6 +151,17 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
         needs_confirmation=confirmation is None and bool(confirmable),
         confirmed=confirmation is not None,
     )
+
+
+def needs_confirmation(m: MetricVerdict) -> bool:
+    """Whether a stored-gate regression of this metric must show in a fresh process too before it fails.
+
+    Throughput and memory move between processes; so does a trace count that is a rate (a baseline
+    that retraced in its steady state too). An exact count of 0 does not: any new trace fails at once.
+    """
+    if m.metric == "traces_steady":
+        return (m.baseline_value or 0.0) > 0
+    return True
 
 
 def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolerances, *, seed: int = 0) -> Verdict:
@@ -164,9 +176,7 @@ def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolera
     throughput, borderline = _judge_throughput(current.timings, baseline.timings, tolerances, seed)
     metrics = [throughput]
     metrics += _judge_memory(current.memory, baseline.memory, tolerances)
-    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                 current_iterations=current.timings.iterations,
-                                 baseline_iterations=baseline.timings.iterations))
+    metrics.append(_judge_traces(current, baseline, tolerances))
     return Verdict(
         test_id=current.test_id,
         metrics=tuple(metrics),
@@ -210,9 +220,7 @@ def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolera
     throughput, borderline = _judge_throughput_paired(current.timings, baseline.timings, tolerances)
     metrics = [throughput]
     metrics += _judge_memory(current.memory, baseline.memory, tolerances)
-    metrics.append(_judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                 current_iterations=current.timings.iterations,
-                                 baseline_iterations=baseline.timings.iterations))
+    metrics.append(_judge_traces(current, baseline, tolerances))
     return Verdict(test_id=current.test_id, metrics=tuple(metrics), status=_overall(metrics),
                    needs_remeasure=borderline)
 
@@ -707,52 +715,117 @@ def round_spread_bytes(per_round: Sequence[int]) -> float:
 # -- traces -----------------------------------------------------------------
 
 
-def _judge_traces(current: int | None, baseline: int | None, tol: Tolerances, *,
-                  current_iterations: int = 1, baseline_iterations: int = 1) -> MetricVerdict:
-    """Steady-state traces: an exact count when the baseline had none, else a rate per iteration.
+def trace_scale(baseline: Measurement, current: Measurement) -> tuple[float, float]:
+    """(lowest, highest) factor by which ``current``'s steady trace count may differ from ``baseline``'s unchanged.
 
-    A workload that retraces on every call traces as often as calibration
-    makes it iterate, which differs between runs; its count is compared as
-    traces per iteration, scaled to this run's iterations.
+    What a count grows with depends on the workload and on how the harness counted it
+    (``model.TRACE_COUNTING_UNITS``): per process, per round or per iteration, or a mix of them.
+    Any mix of those, with any weights, scales by a factor between the smallest and the largest of the
+    units' own ratios, so a change of budget or rounds alone never leaves that range.
+    """
+    ratios = {"process": 1.0}
+    base_rounds, cur_rounds = len(baseline.timings.round_sizes), len(current.timings.round_sizes)
+    if base_rounds > 0:
+        ratios["round"] = cur_rounds / base_rounds
+    base_iterations = baseline.timings.iterations_measured
+    if base_iterations > 0:
+        ratios["iteration"] = current.timings.iterations_measured / base_iterations
+    units = set(TRACE_COUNTING_UNITS.get(baseline.trace_counting, ("process",)))
+    units |= set(TRACE_COUNTING_UNITS.get(current.trace_counting, ("process",)))
+    factors = [ratios[u] for u in units if u in ratios]
+    return min(factors), max(factors)
+
+
+def _counted_over(m: Measurement) -> str:
+    rounds, iterations = len(m.timings.round_sizes), m.timings.iterations_measured
+    return (f"{m.traces_steady} in {rounds} round{'s' if rounds != 1 else ''} of "
+            f"{iterations} iteration{'s' if iterations != 1 else ''}")
+
+
+def _judge_traces(current: Measurement, baseline: Measurement, tol: Tolerances, *,
+                  confirmation: Measurement | None = None) -> MetricVerdict:
+    """Steady-state traces: an exact count when the baseline had none, else a count in the unit the harness saw.
+
+    The harness finds tf.functions between rounds (``model.TRACES_BETWEEN_ROUNDS``), so a workload that
+    retraces in its steady state counts once a round (a model recompiled on every call), once an
+    iteration (a function retraced on new Python values) or a fixed number of times, and a run that
+    measures other rounds or iterations than the baseline's counts differently with unchanged code. The
+    baseline's count is scaled to this run by the largest ratio of those units (``trace_scale``): more
+    than that is more retracing whatever the unit. Such a rate, like throughput, moves between processes,
+    so ``confirmation`` (the same test in a fresh process) must exceed its own expectation too.
     """
     name, unit = "traces_steady", "traces"
-    if current is None or baseline is None:
-        side = "baseline" if baseline is None else "current measurement"
+    cur, base = current.traces_steady, baseline.traces_steady
+    if cur is None or base is None:
+        side = "baseline" if base is None else "current measurement"
         msg = f"{name}: not compared: the {side} has no tf.function trace count"
         return _unavailable(name, unit, Direction.LOWER_IS_BETTER, msg)
-    expected = float(baseline)
-    if baseline > 0 and baseline_iterations > 0:
-        expected = baseline / baseline_iterations * current_iterations
-    delta = current - expected
-    change = delta / expected if expected > 0 else None
-    scaled = (f" (baseline {baseline} in {baseline_iterations} iterations, scaled to {expected:.1f} "
-              f"for this run's {current_iterations})" if baseline > 0 else "")
-    head = f"{name}: {baseline} -> {current} tf.function traces after warm-up{scaled}"
-    # Rounding slack of 1% applies only to rates; an exact count of 0 allows no trace at all.
-    slack = tol.traces_steady_increase + (0.01 * expected if baseline > 0 else 0.0)
-    if delta > slack:
-        status = Status.REGRESSED
-        body = ("more retracing than the baseline (exact count; "
-                + ("any increase fails" if tol.traces_steady_increase == 0
-                   else f"allowed increase {tol.traces_steady_increase}")
-                + "): a tf.function is traced again in the steady state, usually because of Python scalars "
-                  "or changing shapes in its arguments")
-    elif delta < -slack:
-        status, body = Status.IMPROVED, "fewer traces than the baseline"
+    if base == 0:
+        # An exact count: any trace after warm-up is new retracing, whatever the budget.
+        delta = cur - tol.traces_steady_increase
+        head = f"{name}: 0 -> {cur} tf.function traces after warm-up"
+        if delta > 0:
+            status = Status.REGRESSED
+            body = ("more retracing than the baseline (exact count; "
+                    + ("any increase fails" if tol.traces_steady_increase == 0
+                       else f"allowed increase {tol.traces_steady_increase}")
+                    + "): a tf.function is traced again in the steady state, usually because of Python scalars "
+                      "or changing shapes in its arguments")
+        else:
+            status, body = Status.UNCHANGED, "unchanged"
+        return _trace_verdict(status, 0.0, float(cur), None, f"{head}: {body}")
+
+    def expected(run: Measurement) -> tuple[float, float, float]:
+        low, high = trace_scale(baseline, run)
+        # Rounding slack of 1% of the rate, and the configured allowance.
+        return base * low, base * high, tol.traces_steady_increase + 0.01 * base * high
+
+    low, high, slack = expected(current)
+    head = (f"{name}: {base} -> {cur} tf.function traces after warm-up (baseline {_counted_over(baseline)}, "
+            f"this run {_counted_over(current)}; counted between rounds, a count grows with the rounds or the "
+            f"iterations, so unchanged code counts {_count_range(low, high)} here)")
+    again = ""
+    more = cur - high > slack
+    if more and confirmation is not None and confirmation.traces_steady is not None:
+        c_low, c_high, c_slack = expected(confirmation)
+        confirmed = confirmation.traces_steady - c_high > c_slack
+        again = (f"a fresh process counted {_counted_over(confirmation)}, where unchanged code counts "
+                 f"{_count_range(c_low, c_high)}")
+        more = confirmed
+        if not confirmed:
+            return _trace_verdict(Status.UNCHANGED, high, float(cur), (cur - high) / high,
+                                  f"{head}: not confirmed: {again}")
+    if more:
+        seen = f" ({again}: confirmed)" if again else ""
+        status, body = Status.REGRESSED, (
+            f"more retracing than the baseline, per round and per iteration alike{seen}: a tf.function is traced "
+            "again more often in the steady state, usually because of Python scalars or changing shapes in its "
+            "arguments, or a model compiled again")
+    elif low - cur > tol.traces_steady_increase + 0.01 * base * low:
+        status, body = Status.IMPROVED, "fewer traces than the baseline, per round and per iteration alike"
     else:
         status, body = Status.UNCHANGED, "unchanged"
+    return _trace_verdict(status, high, float(cur), (cur - high) / high, f"{head}: {body}")
+
+
+def _count_range(low: float, high: float) -> str:
+    return f"{high:.1f}" if math.isclose(low, high) else f"{low:.1f} to {high:.1f}"
+
+
+def _trace_verdict(status: Status, expected: float, current: float, change: float | None,
+                   message: str) -> MetricVerdict:
     return MetricVerdict(
-        metric=name,
-        unit=unit,
+        metric="traces_steady",
+        unit="traces",
         direction=Direction.LOWER_IS_BETTER,
-        baseline_value=expected,
-        current_value=float(current),
+        baseline_value=expected,  # the most this run may count with unchanged code (0: an exact count)
+        current_value=current,
         relative_change=change,
         ci_low=None,
         ci_high=None,
         status=status,
         minimum_detectable_change=None,
-        message=f"{head}: {body}",
+        message=message,
     )
 
 
@@ -766,7 +839,8 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
     Timings: rounds of ``a`` then ``b``; the first call is ``a``'s (the cold
     one). Memory: per (source, device) the larger peak and both rounds' peaks;
     a figure missing on one side is taken from the other. Traces: the larger
-    steady-state count (a retrace in either is a retrace). Diagnoses: ``a``'s,
+    steady-state counts added up, as the rounds and iterations are (a count that grows with either stays
+    in proportion; a retrace in either is a retrace). Diagnoses: ``a``'s,
     then ``b``'s new ones. Extra metrics: ``a``'s, then names only ``b`` has.
     """
     if a.test_id != b.test_id:
@@ -785,7 +859,11 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         round_sizes=a.timings.round_sizes + b.timings.round_sizes,
         items_per_iteration=a.timings.items_per_iteration,
         first_call_ns=a.timings.first_call_ns,
+        measured_iterations=(a.timings.iterations_measured + b.timings.iterations_measured
+                             if a.timings.measured_iterations or b.timings.measured_iterations else 0),
     )
+    if a.trace_counting != b.trace_counting:
+        raise ValueError(f"{a.test_id}: cannot pool traces counted {a.trace_counting!r} and {b.trace_counting!r}")
     memory: list[MemoryPeak] = []
     for peak in a.memory:
         memory.append(_pool_peak(peak, _find(b.memory, peak.source, peak.device)))
@@ -804,11 +882,12 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         timings=timings,
         memory=tuple(memory),
         traces_first_call=a.traces_first_call if a.traces_first_call is not None else b.traces_first_call,
-        traces_steady=_max_optional(a.traces_steady, b.traces_steady),
+        traces_steady=_sum_optional(a.traces_steady, b.traces_steady),
         diagnoses=b.diagnoses + tuple(d for d in a.diagnoses if d.kind not in later_kinds),
         extra_metrics=b.extra_metrics + tuple((k, v) for k, v in a.extra_metrics if k not in later_extras),
         environment_id=a.environment_id or b.environment_id,
         gpu_busy=gpu_busy.pool(a.gpu_busy, b.gpu_busy),
+        trace_counting=a.trace_counting,
     )
 
 
@@ -829,9 +908,9 @@ def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:
     )
 
 
-def _max_optional(x: int | None, y: int | None) -> int | None:
+def _sum_optional(x: int | None, y: int | None) -> int | None:
     if x is None:
         return y
     if y is None:
         return x
-    return max(x, y)
+    return x + y

@@ -309,6 +309,14 @@ class TfPerfSession:
 
     @staticmethod
     def _unconfirmed(outcome: Outcome, reason: str) -> None:
+        from pytest_tfperf.compare import needs_confirmation
+
+        exact = [m.metric for m in outcome.verdict.metrics if str(m.status) == "regressed" and not needs_confirmation(m)]
+        if exact:
+            # A regression that needs no second process (new traces where the baseline had none) fails alone.
+            outcome.notices.append(f"{outcome.measurement.test_id}: the rest of its regression could not be confirmed "
+                                   f"({reason}), but {', '.join(exact)} needs no confirmation and fails the test")
+            return
         outcome.verdict = outcome.verdict.unconfirmed(reason)
         outcome.notices.append(
             f"{outcome.measurement.test_id}: unconfirmed, not failed: {outcome.verdict.summary()} in this process, "

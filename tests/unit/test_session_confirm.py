@@ -128,3 +128,18 @@ def test_a_multi_line_reason_is_one_markdown_line() -> None:
     o.verdict = o.verdict.unconfirmed("it could not start; its output ended with:\n    line one\n    line two")
     markdown = report.markdown_summary([report.Row(o.measurement, o.label)], [o.verdict])
     assert markdown[-1] == f"- `{TEST_ID}`: it could not start; its output ended with:; line one; line two"
+
+
+def test_new_traces_where_the_baseline_had_none_fail_even_when_the_rest_cannot_be_confirmed() -> None:
+    o = outcome()
+    exact = MetricVerdict(metric="traces_steady", unit="traces", direction=Direction.LOWER_IS_BETTER,
+                          baseline_value=0.0, current_value=3.0, relative_change=None, ci_low=None, ci_high=None,
+                          status=Status.REGRESSED, minimum_detectable_change=None,
+                          message="traces_steady: 0 -> 3 tf.function traces after warm-up: more retracing")
+    o.verdict = Verdict(test_id=TEST_ID, metrics=o.verdict.metrics + (exact,), status=Status.REGRESSED,
+                        needs_remeasure=False, needs_confirmation=True)
+    confirm(session(refuse), o)
+    assert str(o.verdict.status) == "regressed" and o.failed
+    assert o.notices == [f"{TEST_ID}: the rest of its regression could not be confirmed (the fresh process could "
+                         "not measure it: the partner session in /repo could not start: the other session ended), "
+                         "but traces_steady needs no confirmation and fails the test"]
