@@ -781,9 +781,13 @@ def _judge_traces(current: Measurement, baseline: Measurement, tol: Tolerances, 
         return base * low, base * high, tol.traces_steady_increase + 0.01 * base * high
 
     low, high, slack = expected(current)
+    countings = sorted({baseline.trace_counting, current.trace_counting})
+    grows = [f"the {u}s" for u in ("round", "iteration")
+             if any(u in TRACE_COUNTING_UNITS.get(c, ()) for c in countings)]
+    how = (f"counted {' and '.join(c.replace('_', ' ') for c in countings)}, a count grows with "
+           f"{' or '.join(grows) or 'nothing'}")
     head = (f"{name}: {base} -> {cur} tf.function traces after warm-up (baseline {_counted_over(baseline)}, "
-            f"this run {_counted_over(current)}; counted between rounds, a count grows with the rounds or the "
-            f"iterations, so unchanged code counts {_count_range(low, high)} here)")
+            f"this run {_counted_over(current)}; {how}, so unchanged code counts {_count_range(low, high)} here)")
     again = ""
     more = cur - high > slack
     if more and confirmation is not None and confirmation.traces_steady is not None:
