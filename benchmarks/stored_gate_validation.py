@@ -210,7 +210,7 @@ def markdown(s: dict[str, Any], data: str, corr: dict[str, Any]) -> str:
             return "none"
         return f"{r['hits']} of {r['n']} ({r['rate']:.1%}, 95% CI {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%})"
 
-    from pytest_tfperf.verdict import slowdown_text
+    from pytest_tfperf.gates.verdict import slowdown_text
 
     lim = s["aa_limits"]
     lines = [f"### `{data}`, suites of {s['suite_size']} test(s)", "",

@@ -153,12 +153,17 @@ class Timings:
     round_sizes: tuple[int, ...]
     items_per_iteration: float
     first_call_ns: int
+    # Iterations measured, where the samples are a subsample of them (a stored file keeps at most a few
+    # thousand, serialization.subsample_timings); 0: every measured iteration is here.
+    measured_iterations: int = 0
 
     def __post_init__(self) -> None:
         if not self.samples_ns:
             raise ValueError("Timings needs at least one sample")
         if sum(self.round_sizes) != len(self.samples_ns):
             raise ValueError("round_sizes must add up to the number of samples")
+        if self.measured_iterations and self.measured_iterations < len(self.samples_ns):
+            raise ValueError("measured_iterations cannot be fewer than the samples kept")
         if self.items_per_iteration <= 0:
             raise ValueError("items_per_iteration must be positive")
         if any(s < 0 for s in self.samples_ns):
@@ -166,7 +171,13 @@ class Timings:
 
     @property
     def iterations(self) -> int:
+        """Samples held: every iteration measured, or the subsample a stored file kept."""
         return len(self.samples_ns)
+
+    @property
+    def iterations_measured(self) -> int:
+        """Iterations the measurement ran, including those a stored file dropped from its samples."""
+        return self.measured_iterations or len(self.samples_ns)
 
     @property
     def median_ns(self) -> float:
@@ -219,6 +230,18 @@ class Diagnosis:
     figures: tuple[tuple[str, float], ...] = ()
 
 
+# How the harness counts a measurement's steady-state traces (``Measurement.trace_counting``), and so what
+# the count grows with, which the trace verdict (compare._judge_traces) scales by:
+# - "between_rounds": the tf.functions a workload reaches are found before and after each round
+#   (runner._timed_round, tracing.TraceCounter). A function that retraces itself is counted on every
+#   trace (a count per iteration); one replaced on every call (model.compile() in the loop) is seen once
+#   a round, its predecessors never (a count per round); one that traces a fixed number of times, once
+#   (a count per process). The same workload counts differently with another budget or round count.
+# A harness that sees every trace (per call) would add its own mode here, with the units it grows with.
+TRACES_BETWEEN_ROUNDS = "between_rounds"
+TRACE_COUNTING_UNITS: dict[str, tuple[str, ...]] = {TRACES_BETWEEN_ROUNDS: ("process", "round", "iteration")}
+
+
 @dataclass(frozen=True, slots=True)
 class Measurement:
     """Everything one ``tfperf`` call measured for one test."""
@@ -235,6 +258,7 @@ class Measurement:
     extra_metrics: tuple[tuple[str, float], ...] = ()
     environment_id: str = ""  # hash of the hard keys of the environment fingerprint
     gpu_busy: tuple[GpuBusy, ...] = ()  # one per GPU that NVML sampled; empty without NVML
+    trace_counting: str = TRACES_BETWEEN_ROUNDS  # how traces_steady was counted: see TRACE_COUNTING_UNITS
 
     @property
     def throughput_per_s(self) -> float:

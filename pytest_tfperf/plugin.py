@@ -105,7 +105,37 @@ def pytest_configure(config: pytest.Config) -> None:
         # Now, not after an hour of measuring.
         raise pytest.UsageError("--tfperf-html draws its charts with matplotlib, which is not installed: "
                                 "pip install 'pytest-tfperf[report]'")
+    if session_config.measure:
+        _check_output_paths(session_config, config)
     config.stash[CONFIG_KEY] = session_config
+
+
+def _check_output_paths(c: SessionConfig, config: pytest.Config) -> None:
+    """Every file the session will write, tried now: a path that cannot be written fails before measuring."""
+    from pathlib import Path
+
+    from pytest_tfperf.storage.atomic_files import why_unwritable
+
+    here = config.invocation_params.dir
+    checks: list[tuple[str, str, Path, dict[str, bool]]] = []  # (what the user gave, the path, where, how)
+    # A refresh's extra process writes its results to a file the refresh chose: nothing the user gave.
+    if c.json_path and c.gate:
+        checks.append(("--tfperf-json", c.json_path, here / c.json_path, {}))
+    if c.markdown_path:
+        checks.append(("--tfperf-markdown", c.markdown_path, here / c.markdown_path, {"in_place": True}))
+    if c.html_path:
+        checks.append(("--tfperf-html", c.html_path, here / c.html_path, {}))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary and c.gate and PARTNER_ENV not in os.environ:
+        checks.append(("$GITHUB_STEP_SUMMARY", step_summary, here / step_summary, {"in_place": True}))
+    if c.update or c.record:
+        option = "--tfperf-baseline-dir" if config.getoption("--tfperf-baseline-dir") else "ini tfperf_baseline_dir"
+        checks.append((option, c.baseline_dir, config.rootpath / c.baseline_dir, {"directory": True}))
+    for option, given, path, how in checks:
+        why = why_unwritable(path, **how)
+        if why is not None:
+            raise pytest.UsageError(f"{option}={given}: cannot be written: {why}; nothing was measured: "
+                                    "choose a writable path")
 
 
 def _plotting_installed() -> bool:

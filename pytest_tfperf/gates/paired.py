@@ -66,9 +66,7 @@ def judge_paired(current: Measurement, baseline: Measurement, tolerances: Tolera
     throughput, borderline = _judge_throughput_paired(current.timings, baseline.timings, tolerances)
     metrics = [throughput]
     metrics += judge_memory(current.memory, baseline.memory, tolerances)
-    metrics.append(judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                current_iterations=current.timings.iterations,
-                                baseline_iterations=baseline.timings.iterations))
+    metrics.append(judge_traces(current, baseline, tolerances))
     return Verdict(test_id=current.test_id, metrics=tuple(metrics), status=overall_status(metrics),
                    needs_remeasure=borderline)
 

@@ -15,7 +15,8 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
     Timings: rounds of ``a`` then ``b``; the first call is ``a``'s (the cold
     one). Memory: per (source, device) the larger peak and both rounds' peaks;
     a figure missing on one side is taken from the other. Traces: the larger
-    steady-state count (a retrace in either is a retrace). Diagnoses: ``a``'s,
+    steady-state counts added up, as the rounds and iterations are (a count that grows with either stays
+    in proportion; a retrace in either is a retrace). Diagnoses: ``a``'s,
     then ``b``'s new ones. Extra metrics: ``a``'s, then names only ``b`` has.
     """
     if a.test_id != b.test_id:
@@ -34,7 +35,11 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         round_sizes=a.timings.round_sizes + b.timings.round_sizes,
         items_per_iteration=a.timings.items_per_iteration,
         first_call_ns=a.timings.first_call_ns,
+        measured_iterations=(a.timings.iterations_measured + b.timings.iterations_measured
+                             if a.timings.measured_iterations or b.timings.measured_iterations else 0),
     )
+    if a.trace_counting != b.trace_counting:
+        raise ValueError(f"{a.test_id}: cannot pool traces counted {a.trace_counting!r} and {b.trace_counting!r}")
     memory: list[MemoryPeak] = []
     for peak in a.memory:
         memory.append(_pool_peak(peak, b.memory_peak(peak.source, peak.device)))
@@ -51,11 +56,12 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         timings=timings,
         memory=tuple(memory),
         traces_first_call=a.traces_first_call if a.traces_first_call is not None else b.traces_first_call,
-        traces_steady=_max_optional(a.traces_steady, b.traces_steady),
+        traces_steady=_sum_optional(a.traces_steady, b.traces_steady),
         diagnoses=b.diagnoses + tuple(d for d in a.diagnoses if d.kind not in later_kinds),
         extra_metrics=b.extra_metrics + tuple((k, v) for k, v in a.extra_metrics if k not in later_extras),
         environment_id=a.environment_id or b.environment_id,
         gpu_busy=gpu_busy.pool(a.gpu_busy, b.gpu_busy),
+        trace_counting=a.trace_counting,
     )
 
 
@@ -76,9 +82,9 @@ def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:
     )
 
 
-def _max_optional(x: int | None, y: int | None) -> int | None:
+def _sum_optional(x: int | None, y: int | None) -> int | None:
     if x is None:
         return y
     if y is None:
         return x
-    return max(x, y)
+    return x + y

@@ -88,9 +88,7 @@ def judge_rounds(current: Measurement, baseline: Measurement, tolerances: Tolera
     throughput, borderline = _judge_throughput(current.timings, baseline.timings, tolerances, seed)
     metrics = [throughput]
     metrics += judge_memory(current.memory, baseline.memory, tolerances)
-    metrics.append(judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                current_iterations=current.timings.iterations,
-                                baseline_iterations=baseline.timings.iterations))
+    metrics.append(judge_traces(current, baseline, tolerances))
     return Verdict(
         test_id=current.test_id,
         metrics=tuple(metrics),

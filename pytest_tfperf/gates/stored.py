@@ -25,7 +25,7 @@ from pytest_tfperf.gates.verdict import (
     overall_status,
     percent,
     signed_percent,
-    slowdown_text,
+    slowdowns_caught,
     unavailable,
 )
 from pytest_tfperf.model import Direction, Measurement
@@ -52,10 +52,8 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
     metrics = [_judge_stored_throughput(current, confirmation, runs, tolerances)]
     metrics += judge_memory(current.memory, baseline.memory, tolerances, runs=runs,
                             confirmation=None if confirmation is None else confirmation.memory)
-    metrics.append(judge_traces(current.traces_steady, baseline.traces_steady, tolerances,
-                                current_iterations=current.timings.iterations,
-                                baseline_iterations=baseline.timings.iterations))
-    confirmable = [m for m in metrics if m.status is Status.REGRESSED and m.metric != "traces_steady"]
+    metrics.append(judge_traces(current, baseline, tolerances, confirmation=confirmation))
+    confirmable = [m for m in metrics if m.status is Status.REGRESSED and needs_confirmation(m)]
     return Verdict(
         test_id=current.test_id,
         metrics=tuple(metrics),
@@ -64,6 +62,17 @@ def judge(current: Measurement, baseline: Measurement, tolerances: Tolerances, *
         needs_confirmation=confirmation is None and bool(confirmable),
         confirmed=confirmation is not None,
     )
+
+
+def needs_confirmation(m: MetricVerdict) -> bool:
+    """Whether a stored-gate regression of this metric must show in a fresh process too before it fails.
+
+    Throughput and memory move between processes; so does a trace count that is a rate (a baseline
+    that retraced in its steady state too). An exact count of 0 does not: any new trace fails at once.
+    """
+    if m.metric == "traces_steady":
+        return (m.baseline_value or 0.0) > 0
+    return True
 
 
 def _judge_stored_throughput(current: Measurement, confirmation: Measurement | None, runs: BaselineRuns,
@@ -110,7 +119,7 @@ def _judge_stored_throughput(current: Measurement, confirmation: Measurement | N
     else:
         varies = f"the baseline's runs vary by {math.expm1(spread.sd):.1%} between processes ({behind})"
     spread_text = f"{varies}, so its {conf} prediction bound for a new run lies {call.bound_change:.1%} below its level"
-    limit_text = f"against this baseline, slowdowns of {slowdown_text(call.detection_limit)} or more are caught here"
+    limit_text = f"against this baseline, {slowdowns_caught(call.detection_limit)} are caught here"
     if call.detection_limit > tol.throughput:
         limit_text += (f", wider than the {percent(tol.throughput)} tolerance: for finer changes on this machine, "
                        "measure the other version beside this one with --tfperf-against=origin/main")

@@ -9,6 +9,7 @@ rest. The throughput decision and sentence that the within-run rules
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable, Sequence
@@ -29,6 +30,10 @@ class Status(str, enum.Enum):
     UNCHANGED = "unchanged"
     NOISY = "noisy"
     UNAVAILABLE = "unavailable"
+    # A whole verdict's status only, never a metric's: a regression seen in one process whose confirmation
+    # in a fresh process could not be measured. Reported with the reason, and not a failure: one process
+    # can be slow for its whole life, which is what the confirmation is there to rule out.
+    UNCONFIRMED = "unconfirmed"
 
     def __str__(self) -> str:
         return self.value
@@ -150,10 +155,21 @@ class Verdict:
     # A stored-baseline regression seen in one process: the session measures a fresh process before failing.
     needs_confirmation: bool = False
     confirmed: bool = False  # the verdict includes a fresh process's run
+    unconfirmed_reason: str = ""  # why the confirmation could not be measured (status "unconfirmed")
 
     @property
     def failed(self) -> bool:
         return self.status is Status.REGRESSED
+
+    def unconfirmed(self, reason: str) -> Verdict:
+        """This regression, reported as unconfirmed: its fresh-process confirmation could not be measured.
+
+        The metrics keep what this process measured (the regressed ones say so);
+        the verdict, no longer a failure, carries the reason.
+        """
+        if self.status is not Status.REGRESSED:
+            raise ValueError(f"{self.test_id}: only a regression can be unconfirmed, this verdict is {self.status}")
+        return dataclasses.replace(self, status=Status.UNCONFIRMED, unconfirmed_reason=reason)
 
     def metric(self, name: str) -> MetricVerdict | None:
         for m in self.metrics:
@@ -329,13 +345,28 @@ def detectable_slowdown(standard_error: float, df: float, tol: Tolerances) -> fl
 # formatting
 
 
+# Beyond this loss (a slowdown to 200x the time) one decimal of a factor means nothing: say "at least 200x".
+_LARGEST_SAID = 0.995
+
+
 def slowdown_text(fraction_lost: float) -> str:
-    """A slowdown (fraction of throughput lost) as people say it: '38%' up to a half, then '3.0x' (time taken)."""
-    if not math.isfinite(fraction_lost) or fraction_lost >= 0.995:
-        return "none" if math.isinf(fraction_lost) or fraction_lost != fraction_lost else "200x"
+    """A slowdown (fraction of throughput lost) as people say it: '38%' up to a half, then '3.0x' (time taken).
+
+    A limit past 200x reads 'at least 200x' (a bare '200x' would claim that figure); none at all, 'none'.
+    """
+    if not math.isfinite(fraction_lost) or fraction_lost >= _LARGEST_SAID:
+        if math.isinf(fraction_lost) or fraction_lost != fraction_lost:
+            return "none"
+        return f"at least {1.0 / (1.0 - _LARGEST_SAID):.0f}x"
     if fraction_lost < 0.5:
         return f"{fraction_lost:.0%}"
     return f"{1.0 / (1.0 - fraction_lost):.1f}x"
+
+
+def slowdowns_caught(fraction_lost: float) -> str:
+    """'slowdowns of 38% or more', or 'slowdowns of at least 200x' (never 'at least 200x or more')."""
+    text = slowdown_text(fraction_lost)
+    return f"slowdowns of {text}" + ("" if text.startswith("at least") else " or more")
 
 
 def signed_percent(fraction: float | None) -> str:

@@ -21,6 +21,7 @@ from pytest_tfperf.reports.report import format_rate
 from pytest_tfperf.reports.report_model import Report, TestView
 
 _STATUS = {"failed": ("FAILED", "bad"), "regressed": ("REGRESSED", "bad"), "noisy": ("noisy", "warn"),
+           "unconfirmed": ("unconfirmed", "warn"),
            "improved": ("improved", "good"), "unchanged": ("ok", "ok"), "unavailable": ("not compared", "none"),
            "": ("no verdict", "none")}
 
@@ -235,7 +236,8 @@ def render_html(report: Report) -> str:
 
 
 def _render(report: Report) -> str:
-    counts = [(s, report.count(s)) for s in ("failed", "regressed", "noisy", "improved", "unchanged", "unavailable")]
+    counts = [(s, report.count(s)) for s in ("failed", "regressed", "unconfirmed", "noisy", "improved", "unchanged",
+                                             "unavailable")]
     chips = "".join(f"<span>{n} {_e(_STATUS[s][0])}</span>" for s, n in counts if n)
     no_verdict = report.count("")
     if no_verdict:

@@ -175,6 +175,14 @@ def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> 
         gpu_cells = f"{_gpu_memory(m)} | {_gpu_busy(m)} | " if gpu else ""
         lines.append(f"| `{test}` | {format_rate(m.throughput_per_s)} | {change} | {row.catches or '–'} | "
                      f"{_tf_peak(m)} | {gpu_cells}{row.verdict} |")
+    unconfirmed = [(row.measurement.test_id, str(getattr(v, "unconfirmed_reason", "")))
+                   for row, v in zip(rows, verdicts) if str(getattr(v, "status", "")) == "unconfirmed"]
+    if unconfirmed:
+        lines += ["", "unconfirmed: a regression in this run's process that a fresh process could not measure "
+                      "again; reported, not failed:", ""]
+        # One line per test: a reason may carry the fresh process's last output lines.
+        lines += [f"- `{test.replace('|', chr(92) + '|')}`: " + "; ".join(filter(None, map(str.strip, reason.splitlines())))
+                  for test, reason in unconfirmed]
     if gpu:
         lines += ["", ("GPU mem: NVML peak of this process (* the whole device), in brackets MiB the rounds added; "
                        "GPU busy: share of the time a kernel ran (NVML).")]

@@ -40,7 +40,8 @@ _HISTORY_LAST = ("traces_steady",)
 # measurement: they stay in history.csv, undrawn, to keep the page light.
 _SKIPPED = {"median_ns", "p95_ns", "cv", "iterations", "traces_first_call"}
 # Verdict statuses, worst first: the overview lists failures first.
-_SEVERITY = {"failed": 0, "regressed": 1, "noisy": 2, "improved": 3, "unchanged": 4, "unavailable": 5, "": 6}
+_SEVERITY = {"failed": 0, "regressed": 1, "unconfirmed": 2, "noisy": 2, "improved": 3, "unchanged": 4,
+             "unavailable": 5, "": 6}
 # A refresh writes the baseline and appends the history within seconds of each other (session.finish).
 REFRESH_WINDOW_S = 120.0
 
@@ -214,6 +215,8 @@ def _messages(verdict: Mapping[str, Any] | None) -> tuple[str, ...]:
         return (str(verdict.get("summary", "")),)
     metrics = verdict.get("metrics")
     out = []
+    if verdict.get("status") == "unconfirmed":
+        out.append(f"unconfirmed, not failed: {verdict.get('unconfirmed_reason', '')}")
     if isinstance(metrics, list):
         for m in metrics:
             if isinstance(m, Mapping) and m.get("status") in ("regressed", "noisy", "improved"):

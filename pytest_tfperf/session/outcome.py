@@ -34,6 +34,8 @@ class Outcome:
             status = str(self.verdict.status)
             if status == "regressed":
                 label = ("slower (warning)" if self.warned_only else "REGRESSED") if self.gating else "slower (accepted)"
+            elif status == "unconfirmed":
+                label = "unconfirmed"  # a regression in this process only: reported, not failed (see stored_gate)
             else:
                 label = {"unchanged": "ok"}.get(status, status)
             return label if self.paired_with is None else f"{label} vs {self.paired_with}"
@@ -41,7 +43,8 @@ class Outcome:
 
     @property
     def regressed_metrics(self) -> list[str]:
-        if self.verdict is None:
+        """Metrics whose regression counts: none while the verdict is unconfirmed (one process's word)."""
+        if self.verdict is None or str(self.verdict.status) == "unconfirmed":
             return []
         return [m.metric for m in self.verdict.metrics if str(m.status) == "regressed"]
 
@@ -81,6 +84,8 @@ def outcome_properties(o: Outcome) -> list[tuple[str, object]]:
         ("tfperf_median_s", m.median_s),
         ("tfperf_verdict", o.label),
     ]
+    if o.verdict is not None and str(o.verdict.status) == "unconfirmed":
+        props.append(("tfperf_unconfirmed_reason", o.verdict.unconfirmed_reason))
     limit = detection_limit(o)
     if limit is not None:
         props.append(("tfperf_detection_limit", "none" if limit >= 1.0 else round(limit, 4)))

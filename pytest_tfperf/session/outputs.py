@@ -207,6 +207,7 @@ def _write_markdown(s: FinishedSession, written: list[str]) -> None:
 
     text = "\n".join(report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes])) + "\n"
     if s.config.markdown_path:
+        Path(s.config.markdown_path).parent.mkdir(parents=True, exist_ok=True)  # as for the JSON and HTML
         with open(s.config.markdown_path, "w", encoding="utf-8") as fh:
             fh.write(text)
         written.append(f"Markdown summary written to {s.config.markdown_path}")

@@ -39,7 +39,8 @@ class TfPerfSession:
         self.partner_server: Any = None  # partner.PartnerServer when this session is another's partner
         self.invocation: tuple[str, list[str]] = (rootdir, [])  # where pytest ran, and its path arguments
         self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
-        self.stored_gate = StoredGate(config, rootdir, self.baseline_dir, self.store, self.environment)
+        self.stored_gate = StoredGate(config, rootdir, self.baseline_dir, self.store, self.environment,
+                                      lambda: self.invocation)
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
         self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
         self.calibration: Measurement | None = None  # this process's run of the calibration workload (refreshes)
@@ -117,7 +118,7 @@ class TfPerfSession:
                 o.notices.append(against_note)
         to_confirm = [o for o in outcomes.values() if self.stored_gate.wants_confirmation(o)]
         if to_confirm:
-            self.stored_gate.confirm(fx._node_id, to_confirm, settings, self._tolerances(options), self.invocation)
+            self.stored_gate.confirm(fx._node_id, to_confirm, settings, self._tolerances(options))
         if not against and reference is None and any(borderline(o) for o in outcomes.values()):
             # Borderline evidence: measure again (all variants, so pairs stay
             # interleaved) and judge the pooled samples, rather than flip a coin.

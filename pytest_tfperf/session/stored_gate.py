@@ -24,12 +24,13 @@ class StoredGate:
     """Judges outcomes against the baselines in ``baseline_dir``; reads history and spreads once per session."""
 
     def __init__(self, config: SessionConfig, rootdir: str, baseline_dir: str, store: Callable[[], Any],
-                 environment: Callable[[], Environment]) -> None:
+                 environment: Callable[[], Environment], invocation: Callable[[], tuple[str, list[str]]]) -> None:
         self.config = config
         self.rootdir = rootdir
         self.baseline_dir = baseline_dir
         self._store = store  # the session's BaselineStore, opened on first use
         self._environment = environment
+        self._invocation = invocation  # where pytest ran, and its path arguments: the fresh process runs the same
         self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
         self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
         self._machine: dict[str, Any] = {}  # fingerprint -> stored_rule.MachineFloor, read once
@@ -115,29 +116,30 @@ class StoredGate:
         # A throughput-only regression under --tfperf-throughput-gate=warn fails nothing: no need to confirm it.
         return not o.warned_only
 
-    def confirm(self, node_id: str, outcomes: list[Outcome], settings: RunSettings, tolerances: Any,
-                invocation: tuple[str, list[str]]) -> None:
+    def confirm(self, node_id: str, outcomes: list[Outcome], settings: RunSettings, tolerances: Any) -> None:
         """Measure the test in a fresh pytest process and judge both runs: a regression must show in both.
 
         A ``tfperf.compare()`` test is measured whole there (every variant, interleaved as here), and
-        each variant that asked for it is judged against its own run of that process.
+        each variant that asked for it is judged against its own run of that process. When that process
+        cannot measure it (it fails to start, breaks, or does not run the test), the regression is
+        reported as unconfirmed, with the reason, and fails nothing: one process can be slow for its
+        whole life, which is exactly what the confirmation exists to rule out.
         """
         from pytest_tfperf.gates.stored import judge
         from pytest_tfperf.session.partner_tree import PartnerError
 
         try:
-            fresh = {m.test_id: m for m in self._measure_in_fresh_process(node_id, settings, invocation)}
+            fresh = {m.test_id: m for m in self._measure_in_fresh_process(node_id, settings)}
         except PartnerError as exc:
             for outcome in outcomes:
-                outcome.notices.append(f"{outcome.measurement.test_id}: the regression could not be confirmed in a "
-                                       f"fresh process ({exc}); the first verdict stands")
+                _unconfirmed(outcome, f"the fresh process could not measure it: {exc}")
             return
         for outcome in outcomes:
             test_id = outcome.measurement.test_id
             theirs = fresh.get(test_id)
             if theirs is None:
-                outcome.notices.append(f"{test_id}: the regression could not be confirmed in a fresh process (it "
-                                       f"measured {', '.join(sorted(fresh)) or 'nothing'}); the first verdict stands")
+                _unconfirmed(outcome, f"the fresh process did not measure it (it measured "
+                                      f"{', '.join(sorted(fresh)) or 'nothing'})")
                 continue
             baseline, runs = outcome.stored
             outcome.verdict = judge(outcome.measurement, baseline, tolerances, runs=runs, confirmation=theirs)
@@ -145,12 +147,11 @@ class StoredGate:
             outcome.notices.append(f"{test_id}: a regression in this process was measured again in a fresh "
                                    f"process: {held}")
 
-    def _measure_in_fresh_process(self, node_id: str, settings: RunSettings,
-                                  invocation: tuple[str, list[str]]) -> list[Measurement]:
+    def _measure_in_fresh_process(self, node_id: str, settings: RunSettings) -> list[Measurement]:
         from pytest_tfperf.session.partner import Partner
 
         if self._confirmer is None:
-            invocation_dir, args = invocation
+            invocation_dir, args = self._invocation()
             root = Path(self.rootdir)
             self._confirmer = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
                                       test_args=args, timeout_s=self.config.stall_ceiling_s + 60.0)
@@ -159,3 +160,19 @@ class StoredGate:
         run = self._confirmer.begin(node_id, settings.rounds, settings.budget_s, variants=True)
         run.measure_alone(settings.rounds)
         return run.finish_all(True)
+
+
+def _unconfirmed(outcome: Outcome, reason: str) -> None:
+    from pytest_tfperf.gates.stored import needs_confirmation
+
+    exact = [m.metric for m in outcome.verdict.metrics if str(m.status) == "regressed" and not needs_confirmation(m)]
+    if exact:
+        # A regression that needs no second process (new traces where the baseline had none) fails alone.
+        outcome.notices.append(f"{outcome.measurement.test_id}: the rest of its regression could not be confirmed "
+                               f"({reason}), but {', '.join(exact)} needs no confirmation and fails the test")
+        return
+    outcome.verdict = outcome.verdict.unconfirmed(reason)
+    outcome.notices.append(
+        f"{outcome.measurement.test_id}: unconfirmed, not failed: {outcome.verdict.summary()} in this process, "
+        f"and a regression fails a test only once a fresh process shows it too, but {reason}; run the test "
+        "again to decide")

@@ -124,3 +124,38 @@ class DirectoryLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()
+
+
+def why_unwritable(path: str | Path, *, directory: bool = False, in_place: bool = False) -> str | None:
+    """Why a file at ``path`` (with ``directory``: files in the directory ``path``) cannot be written, or None.
+
+    Found by trying, in the nearest folder that exists: a temporary file is
+    created there and removed at once. Mode bits cannot tell (root passes every
+    ``os.access`` check, yet cannot create a file in ``/proc``), and a session
+    must learn this before it measures for an hour, not when it writes. Missing
+    parent folders are not created here: the writers create them. ``in_place``:
+    the file is opened and written where it is (not replaced), so an existing
+    one must itself be writable.
+    """
+    path = Path(path)
+    if not directory and path.is_dir():
+        return "it is a directory"
+    folder = path if directory else path.parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        fd, name = tempfile.mkstemp(dir=existing, prefix=".tfperf-write-check.", suffix=".tmp")
+    except OSError as exc:
+        return f"creating a file in {existing} failed: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(name)
+    if in_place and not directory and path.exists():
+        try:
+            with open(path, "a", encoding="utf-8"):  # appending nothing leaves the file as it was
+                pass
+        except OSError as exc:
+            return f"opening it failed: {exc.strerror or exc}"
+    return None

@@ -57,6 +57,11 @@ SCHEMA = "pytest-tfperf/results"
 # 4 - an optional top-level "calibration": the calibration workload's measurement in this process (a
 #     refresh's processes measure it; the refresh stores its runs as the machine's spread floor). A
 #     version-3 file is a valid version 4.
+#     Within version 4 (verdicts are stored as written, not validated, so a
+#     reader of version 4 reads them): a verdict's "status" may be
+#     "unconfirmed" (a stored-gate regression that its fresh-process
+#     confirmation could not measure: not a failure), with its reason in
+#     "unconfirmed_reason" ("" otherwise).
 SCHEMA_VERSION = 4
 _MIGRATIONS: dict[int, Migration] = {1: lambda document: document, 2: lambda document: document,
                                      3: lambda document: document}

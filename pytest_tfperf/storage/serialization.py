@@ -22,7 +22,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_tfperf import stats
-from pytest_tfperf.model import Diagnosis, Environment, GpuBusy, Measurement, MemoryPeak, MemorySource, Timings
+from pytest_tfperf.model import (
+    TRACE_COUNTING_UNITS,
+    TRACES_BETWEEN_ROUNDS,
+    Diagnosis,
+    Environment,
+    GpuBusy,
+    Measurement,
+    MemoryPeak,
+    MemorySource,
+    Timings,
+)
 from pytest_tfperf.storage.fields import (
     Field,
     JsonDict,
@@ -86,6 +96,7 @@ def subsample_timings(timings: Timings, max_samples: int) -> Timings:
         round_sizes=tuple(len(r) for r in kept),
         items_per_iteration=timings.items_per_iteration,
         first_call_ns=timings.first_call_ns,
+        measured_iterations=timings.iterations_measured,  # what was measured, not what is kept
     )
 
 
@@ -97,7 +108,7 @@ def timings_to_dict(timings: Timings, *, max_samples: int | None = None) -> Json
     return {
         "first_call_ns": timings.first_call_ns,
         "items_per_iteration": write_float(timings.items_per_iteration),
-        "iterations_measured": timings.iterations,
+        "iterations_measured": timings.iterations_measured,
         "rounds_ns": [list(r) for r in stored.rounds],
     }
 
@@ -123,6 +134,8 @@ def timings_from_dict(value: object, where: Field) -> Timings:
         round_sizes=tuple(len(r) for r in rounds),
         items_per_iteration=items,
         first_call_ns=read_int(data["first_call_ns"], where.key("first_call_ns")),
+        # Kept: a rate per iteration (the trace verdict's) needs the iterations run, not the samples kept.
+        measured_iterations=measured if measured > kept else 0,
     )
 
 
@@ -324,12 +337,16 @@ def measurement_to_dict(measurement: Measurement, *, max_samples: int | None = N
     }
     if measurement.gpu_busy:  # optional within schema 1, like per_round_start_bytes: CPU-only files are unchanged
         out["gpu_busy"] = [gpu_busy_to_dict(g) for g in measurement.gpu_busy]
+    if measurement.trace_counting != TRACES_BETWEEN_ROUNDS:
+        # Optional as above: every file so far was counted between rounds; a reader that does not know
+        # another way of counting refuses the file rather than judge its traces in the wrong unit.
+        out["trace_counting"] = measurement.trace_counting
     return out
 
 
 _MEASUREMENT_KEYS = ("environment_id", "mode", "test_id", "timings")
-_MEASUREMENT_OPTIONAL_KEYS = ("diagnoses", "extra_metrics", "gpu_busy", "memory", "summary", "traces_first_call",
-                              "traces_steady")
+_MEASUREMENT_OPTIONAL_KEYS = ("diagnoses", "extra_metrics", "gpu_busy", "memory", "summary", "trace_counting",
+                              "traces_first_call", "traces_steady")
 
 
 def measurement_from_dict(value: object, where: Field) -> Measurement:
@@ -338,6 +355,11 @@ def measurement_from_dict(value: object, where: Field) -> Measurement:
         raise where.key("summary").error("expected an object")
     memory = read_list(data.get("memory", []), where.key("memory"))
     diagnoses = read_list(data.get("diagnoses", []), where.key("diagnoses"))
+    counting = read_str(data.get("trace_counting", TRACES_BETWEEN_ROUNDS), where.key("trace_counting"))
+    if counting not in TRACE_COUNTING_UNITS:
+        raise where.key("trace_counting").error(
+            f"is {counting!r}, a way of counting traces this pytest-tfperf does not know "
+            f"({', '.join(sorted(TRACE_COUNTING_UNITS))}): it was written by a newer version")
     return Measurement(
         test_id=read_str(data["test_id"], where.key("test_id")),
         mode=read_str(data["mode"], where.key("mode")),
@@ -350,6 +372,7 @@ def measurement_from_dict(value: object, where: Field) -> Measurement:
         environment_id=read_str(data["environment_id"], where.key("environment_id"), non_empty=False),
         gpu_busy=tuple(gpu_busy_from_dict(g, where.key("gpu_busy").index(i))
                        for i, g in enumerate(read_list(data.get("gpu_busy", []), where.key("gpu_busy")))),
+        trace_counting=counting,
     )
 
 

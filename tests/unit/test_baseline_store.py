@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import shutil
@@ -317,17 +318,52 @@ def test_a_failed_write_is_reported_and_leaves_the_old_file(tmp_path: Path, monk
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root can write anywhere")
-def test_a_read_only_directory_is_reported(tmp_path: Path) -> None:
-    store, path = _saved(tmp_path)
-    before = path.read_bytes()
-    tmp_path.chmod(0o500)
+NOBODY = 65534  # the unprivileged user and group of Linux distributions
+
+
+def _save_refused(directory: Path, conn: multiprocessing.connection.Connection) -> None:
+    """In a forked child: save as a user who may read ``directory`` but not write it; send back the error."""
     try:
-        with pytest.raises(StorageError, match="cannot write the baseline"):
-            store.save([measurement("t::a", seed=4)], CPU)
+        if os.geteuid() == 0:
+            # Root writes through any mode bits; the user the test is about is an ordinary one.
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        BaselineStore(directory).save([measurement("t::a", seed=4)], CPU)
+        conn.send("saved")
+    except StorageError as exc:
+        conn.send(f"StorageError: {exc}")
+    except BaseException as exc:  # noqa: BLE001 - anything else is the test's failure, said by the parent
+        conn.send(f"{type(exc).__name__}: {exc}")
     finally:
-        tmp_path.chmod(0o700)
-    assert path.read_bytes() == before
+        conn.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or "fork" not in multiprocessing.get_all_start_methods(),
+                    reason="needs POSIX users and fork")
+def test_a_read_only_directory_is_reported(tmp_path: Path) -> None:
+    # A directory of its own under /tmp, which every user can reach (pytest's tmp_path is its owner's
+    # only): readable by all, writable by its owner alone, and the save runs as another user when the
+    # suite runs as root (as CI does), as the owner with the write bit removed otherwise.
+    import tempfile
+
+    directory = Path(tempfile.mkdtemp(prefix="tfperf-read-only-"))
+    try:
+        store, path = _saved(directory)
+        before = path.read_bytes()
+        directory.chmod(0o555)
+        parent, child = multiprocessing.get_context("fork").Pipe(duplex=False)
+        process = multiprocessing.get_context("fork").Process(target=_save_refused, args=(directory, child))
+        process.start()
+        child.close()
+        answer = parent.recv() if parent.poll(60) else "no answer"
+        process.join(60)
+        assert answer.startswith("StorageError: cannot write the baseline "), answer
+        assert f"{path}: Permission denied (nothing was written); make {directory} writable" in answer
+        assert path.read_bytes() == before
+        assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
+    finally:
+        directory.chmod(0o700)
+        shutil.rmtree(directory)
 
 
 # --------------------------------------------------------------------------- locking and concurrency

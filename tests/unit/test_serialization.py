@@ -90,13 +90,16 @@ def test_every_model_field_is_serialised() -> None:
         gpu_busy=(GpuBusy("GPU:0", (0.98,), (0.97,), process_on_gpu=True, samples=20),
                   GpuBusy("GPU:1", unavailable="NVML stopped answering", process_unavailable="not supported")))
     stored = ser.measurement_to_dict(m)
-    assert keys(m) <= set(stored)
+    # trace_counting is written only where it is not the one way traces have been counted so far.
+    assert keys(m) - {"trace_counting"} <= set(stored)
     assert keys(m.memory[0]) <= set(stored["memory"][0])
     assert keys(m.gpu_busy[0]) - {"unavailable", "process_unavailable"} <= set(stored["gpu_busy"][0])
     assert keys(m.gpu_busy[1]) <= set(stored["gpu_busy"][1])
     assert round_trip(m) == m
     assert keys(m.diagnoses[0]) <= set(stored["diagnoses"][0])
-    assert keys(m.timings) - {"samples_ns", "round_sizes"} <= set(stored["timings"])
+    # measured_iterations is stored as iterations_measured (the samples' count where nothing was dropped).
+    assert keys(m.timings) - {"samples_ns", "round_sizes", "measured_iterations"} <= set(stored["timings"])
+    assert stored["timings"]["iterations_measured"] == m.timings.iterations
     assert keys(Environment(())) <= set(ser.environment_to_dict(Environment(())))
 
 
@@ -107,6 +110,25 @@ def test_summary_is_computed_from_all_samples_not_the_stored_subset() -> None:
     assert stored["timings"]["iterations_measured"] == 4000
     assert sum(len(r) for r in stored["timings"]["rounds_ns"]) <= 100
     assert stored["summary"]["median_ns"] == pytest.approx(m.timings.median_ns, rel=1e-5)
+
+
+def test_a_subsample_keeps_the_iterations_measured_for_rates_per_iteration() -> None:
+    m = make_measurement(timings=make_timings(rounds=4, per_round=1000))
+    loaded = round_trip(m, max_samples=100)
+    assert loaded.timings.iterations <= 100 and loaded.timings.iterations_measured == 4000
+    assert len(loaded.timings.round_sizes) == 4
+    # Stored again (a baseline rewritten by a later refresh): still the iterations that were measured.
+    assert ser.measurement_to_dict(loaded)["timings"]["iterations_measured"] == 4000
+    assert round_trip(make_measurement()).timings.measured_iterations == 0  # nothing dropped: nothing to say
+
+
+def test_traces_counted_another_way_are_written_and_refused_by_a_reader_that_does_not_know_it() -> None:
+    m = dataclasses.replace(make_measurement(), trace_counting="every_call")
+    stored = ser.measurement_to_dict(m)
+    assert stored["trace_counting"] == "every_call"
+    with pytest.raises(StorageError, match="trace_counting.*'every_call', a way of counting traces this "
+                                           "pytest-tfperf does not know .*between_rounds.*newer version"):
+        ser.measurement_from_dict(stored, Field("f.json", "measurement", "refresh it"))
 
 
 # --------------------------------------------------------------------------- subsampling
