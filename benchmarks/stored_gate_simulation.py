@@ -1,6 +1,6 @@
 """The stored-baseline rule on synthetic run-to-run noise, through the plugin's own ``gates.stored.judge``.
 
-    .venv/bin/python benchmarks/stored_gate_simulation.py [--sd 0.005] [--rho 0.1] [--trials 20000]
+    .venv/bin/python benchmarks/stored_gate_simulation.py [--sd 0.005] [--rho 0.3] [--trials 20000]
 
 Each trial: a baseline of ``DEFAULT_RUNS`` runs (7, as ``--tfperf-update`` measures) and the calibration
 workload's 7 runs in the same processes (the machine's floor, ``stored_rule.machine_floor``), then a run
@@ -26,7 +26,7 @@ from pytest_tfperf.gates.verdict import Status, Tolerances  # noqa: E402
 from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
 from pytest_tfperf.model import Measurement, Timings  # noqa: E402
 from pytest_tfperf.gates.baseline_runs import BaselineRuns  # noqa: E402
-from pytest_tfperf.gates.stored_rule import machine_floor  # noqa: E402
+from pytest_tfperf.gates.stored_rule import CONFIRMATION_CORRELATION, machine_floor  # noqa: E402
 from pytest_tfperf.storage.runs import REFRESH, RunSummary  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def _measurement(throughput: float) -> Measurement:
 
 
 def regressed_share(sd: float, slowdown: float, trials: int, seed: int, runs_n: int = DEFAULT_RUNS,
-                    rho: float = 0.1) -> float:
+                    rho: float = CONFIRMATION_CORRELATION) -> float:
     rng = random.Random(seed)
     hits = 0
     for _ in range(trials):
@@ -58,7 +58,8 @@ def regressed_share(sd: float, slowdown: float, trials: int, seed: int, runs_n: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sd", type=float, default=0.005)
-    parser.add_argument("--rho", type=float, default=0.1, help="correlation of a run and its confirmation")
+    parser.add_argument("--rho", type=float, default=CONFIRMATION_CORRELATION,
+                        help="correlation of a run and its confirmation (default: the rule's assumption)")
     parser.add_argument("--trials", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="baseline runs")
     args = parser.parse_args()
