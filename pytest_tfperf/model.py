@@ -388,3 +388,13 @@ def readable_bytes(value: float) -> str:
         if abs(value) >= scale:
             return f"{value / scale:,.1f} {unit}"
     return f"{value:,.0f} B"
+
+
+def readable_duration(seconds: float, *, microsecond_digits: int = 1) -> str:
+    """A duration in the unit that reads best: '1.25 s', '3.4 ms', '120.0 µs' (``microsecond_digits``
+    after the point)."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.{microsecond_digits}f} µs"

@@ -32,6 +32,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_tfperf.model import readable_duration
+
 
 @dataclass(frozen=True, slots=True)
 class StallPolicy:
@@ -181,7 +183,7 @@ def run_watched(
 def _stall_error(worker: threading.Thread, progress: Progress, waited_ns: int, deadline_ns: int,
                  snapshot: Callable[[], list[str]] | None) -> StallError:
     typical = progress.typical_ns
-    typical_text = (f"typical iteration {_duration(typical)}" if typical
+    typical_text = (f"typical iteration {readable_duration(typical / 1e9, microsecond_digits=0)}" if typical
                     else "no iteration had completed yet, so the ceiling applies")
     detail = getattr(progress, "detail", "")
     where = progress.phase + (f", {detail}" if detail else "")
@@ -204,14 +206,6 @@ def _stall_error(worker: threading.Thread, progress: Progress, waited_ns: int, d
         lines.append(f"  (snapshot failed: {exc!r})")
     return StallError(summary, "\n".join(lines), waited_ns=waited_ns, deadline_ns=deadline_ns, phase=where,
                       iterations_done=progress.iterations_done)
-
-
-def _duration(ns: float) -> str:
-    if ns >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.1f} ms"
-    return f"{ns / 1e3:.0f} µs"
 
 
 def thread_stacks(highlight: threading.Thread | None = None) -> list[str]:

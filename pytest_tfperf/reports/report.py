@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_tfperf.probes import gpu_busy
-from pytest_tfperf.model import Measurement, MemorySource
+from pytest_tfperf.model import Measurement, MemorySource, readable_duration
 from pytest_tfperf.gates.verdict import slowdown_text
 
 
@@ -38,14 +38,6 @@ def format_rate(value: float) -> str:
     if value >= 1e4:
         return f"{value / 1e3:,.1f} k/s"
     return f"{value:,.1f} /s"
-
-
-def format_duration_s(value: float) -> str:
-    if value >= 1:
-        return f"{value:.2f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.1f} ms"
-    return f"{value * 1e6:.1f} µs"
 
 
 def _host_peak(m: Measurement) -> str:
@@ -130,7 +122,7 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
             m.test_id,
             format_rate(m.throughput_per_s),
             f"{m.timings.cv * 100:.1f}%",
-            format_duration_s(m.first_call_s),
+            readable_duration(m.first_call_s),
             _host_peak(m),
             _tf_peak(m),
         )
