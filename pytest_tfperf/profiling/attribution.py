@@ -38,6 +38,7 @@ Z = 4.0
 RELATIVE_FLOOR = 0.15
 WALL_FLOOR = 0.02
 DEFAULT_LIMIT = 5
+PIPELINE_KINDS = ("stage", "tf.data work")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,9 @@ class Attribution:
     unlisted: tuple[Change, ...]  # beyond their noise but past the limit: part of the remainder
     within_noise: int  # groups compared that did not move beyond their noise
     remainder: float
-    input_wait: Change | None  # the consumer's IteratorGetNext time, when either side waited for input
+    input_wait: Change | None  # the consumer's time blocked on tf.data, when either side waited for input
+    paced_by: Change | None = None  # the stage behind a moved input wait (see ``_paced_by``)
+    pipeline: tuple[Change, ...] = ()  # tf.data stages and function work beyond noise, upstream first
     base_logdir: str | None = None
     current_logdir: str | None = None
 
@@ -87,11 +90,8 @@ class Attribution:
         if not self.causes:
             return None
         first = self.causes[0]
-        if first.kind == "input wait":
-            behind = [c for c in self.causes[1:] + self.unlisted if c.kind in ("stage", "tf.data work")
-                      and math.copysign(1.0, c.delta) == math.copysign(1.0, first.delta)]
-            if behind:
-                return behind[0]
+        if first.kind == "input wait" and self.paced_by is not None:
+            return self.paced_by
         return first
 
 
@@ -105,23 +105,22 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     changes.append(_series_change("other", "other", "groups beyond the top kept", base.other, current.other,
                                   wall_floor))
     direction = 1.0 if measured >= 0 else -1.0
-    moved = sorted((c for c in changes if c.beyond_noise and c.kind != "input wait"),
-                   key=lambda c: -direction * c.delta)
-    wait = _series_change("wait:input", "input wait", "input wait (consumer)", base.input_wait,
-                          current.input_wait, wall_floor) if (any(base.input_wait) or any(current.input_wait)) \
-        else None
-    if wait is not None and wait.beyond_noise:
-        # the wait is on the consumer's critical path: rank it with the rest
-        moved = sorted(moved + [wait], key=lambda c: -direction * c.delta)
-    moved = [c for c in moved if not (c.key == "wait:input" and c is not wait)]
+    # Additive parts are the groups on the step's own path: its ops, its retracing, and the consumer's wait
+    # for input. tf.data's threads work alongside the consumer and a stage's time includes its wait for
+    # the stage upstream, so stage times overlap: they explain the wait instead of adding to the change.
+    critical = [c for c in changes if c.kind not in PIPELINE_KINDS]
+    moved = sorted((c for c in critical if c.beyond_noise), key=lambda c: -direction * c.delta)
+    pipeline = _upstream_first([c for c in changes if c.kind in PIPELINE_KINDS and c.beyond_noise])
+    wait = next((c for c in changes if c.key == "wait:input"), None)
     causes = tuple(moved[:limit])
+    paced_by = _paced_by(wait, pipeline, changes) if wait is not None and wait.beyond_noise else None
     explained = math.fsum(c.delta for c in causes)
     return Attribution(measured=measured, profiled=current.wall_mean - base.wall_mean,
                        profiled_noise=_noise(base.wall, current.wall, 0.0, 0.0),
                        causes=causes, unlisted=tuple(moved[limit:]),
-                       within_noise=sum(1 for c in changes if not c.beyond_noise and c.key != "wait:input"),
-                       remainder=measured - explained, input_wait=wait,
-                       base_logdir=base.logdir, current_logdir=current.logdir)
+                       within_noise=sum(1 for c in changes if not c.beyond_noise),
+                       remainder=measured - explained, input_wait=wait, paced_by=paced_by,
+                       pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir)
 
 
 def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
@@ -141,9 +140,15 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     for change in att.causes:
         lines.append(f"  {_describe(change)} {change.how} {t(change.delta)} ±{t(change.noise, sign=False)}"
                      + _stage_note(change, t))
-        if change.kind == "input wait" and att.top is not None and att.top is not change:
-            lines.append(f"    paced by {_describe(att.top)} {att.top.how} {t(att.top.delta)}"
-                         + _stage_note(att.top, t))
+        if change.kind == "input wait" and att.paced_by is not None:
+            p = att.paced_by
+            moved = f" {p.how} {t(p.delta)}" if p.beyond_noise else ""
+            lines.append(f"    behind it: {_describe(p)}{moved}" + _stage_note(p, t))
+    others = [c for c in att.pipeline if c is not att.paced_by][:3]
+    if others:
+        lines.append("  tf.data also moved (stage times overlap: each includes its wait for the stage upstream):")
+        lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" + _stage_note(c, t)
+                  for c in others]
     more = f"; {len(att.unlisted)} more moved ({t(math.fsum(c.delta for c in att.unlisted))})" if att.unlisted else ""
     lines.append(f"  remainder {t(att.remainder)} (within-noise groups, time outside ops and stages, "
                  f"profiler and run-to-run difference{more})")
@@ -151,6 +156,36 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
         lines.append(f"  raw profiles: tensorboard --logdir {att.base_logdir} (baseline), "
                      f"tensorboard --logdir {att.current_logdir} (current)")
     return lines
+
+
+def _upstream_first(changes: Sequence[Change]) -> list[Change]:
+    """Stages farthest from the consumer first: a stage's time includes waiting for the one upstream, so
+    when several grew, the most upstream one is where the work grew. Function work (no path) after them."""
+    def depth(c: Change) -> int:
+        return c.key.count("/") + 1 if c.kind == "stage" else 0
+    return sorted(changes, key=lambda c: (-depth(c), -abs(c.delta)))
+
+
+def _paced_by(wait: Change, pipeline: Sequence[Change], changes: Sequence[Change]) -> Change | None:
+    """The tf.data stage behind a change in the consumer's wait.
+
+    First the most upstream stage that moved beyond its noise the same way
+    (then tf.data function work); else a stage whose parallelism changed the
+    way that explains the wait (parallel -> sequential for a longer wait);
+    else, for a longer wait, the stage with the most time per iteration now.
+    """
+    sign = 1.0 if wait.delta >= 0 else -1.0
+    same_way = [c for c in pipeline if sign * c.delta > 0]
+    if same_way:
+        return same_way[0]
+    stages = [c for c in changes if c.kind == "stage"]
+    for change in stages:
+        if change.base_parallel is not None and change.current_parallel is not None \
+                and change.base_parallel != change.current_parallel and change.current_parallel == (sign < 0):
+            return change
+    if sign > 0 and stages:
+        return max(stages, key=lambda c: c.current)
+    return None
 
 
 def _describe(change: Change) -> str:
