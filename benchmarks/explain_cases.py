@@ -305,6 +305,9 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
         out["error"] = "; ".join(f"{a}: {i['line']}" for a, i in outcome_info.items())
         return out
     base, changed, again = profiles["base"], profiles["changed"], profiles["base_again"]
+    # the compact profiles themselves, beside the raw ones, so the attribution can be studied again offline
+    (profile_dir / case / f"compact-{os.getpid()}.json").write_text(
+        json.dumps({a: p.to_dict() for a, p in profiles.items()} | {"per_iteration_s": per_iter}))
     out["profile_bytes"] = max(len(json.dumps(p.to_dict())) for p in profiles.values())
     # each profiled pass against the measured rounds of one arm (ROUNDS rounds of that arm)
     out["profiled_vs_rounds"] = round(max(outcome_info[a]["seconds"] for a in arms) / (measured_s / len(arms)), 2)

@@ -16,7 +16,7 @@ its noise, the larger of:
 - for a group absent from one side's top groups, that side's smallest kept
   group (it may hide in "other").
 
-The causes, largest in the direction of the measured change first, and a
+The causes, largest change first (either way), and a
 remainder (the measured change minus the listed causes: groups within their
 noise, time outside any op or stage, the profiler's own cost, and the
 difference between the profiled pass and the timed rounds) add up to the
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pytest_tfperf.profiling.model import Group, Profile
 
 Z = 4.0
-RELATIVE_FLOOR = 0.15
-WALL_FLOOR = 0.02
+RELATIVE_FLOOR = 0.3
+WALL_FLOOR = 0.03
 DEFAULT_LIMIT = 5
 PIPELINE_KINDS = ("stage", "tf.data work")
 
@@ -104,12 +104,13 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     changes = [_change(base.group(k), current.group(k), base, current, wall_floor) for k in keys]
     changes.append(_series_change("other", "other", "groups beyond the top kept", base.other, current.other,
                                   wall_floor))
-    direction = 1.0 if measured >= 0 else -1.0
     # Additive parts are the groups on the step's own path: its ops, its retracing, and the consumer's wait
     # for input. tf.data's threads work alongside the consumer and a stage's time includes its wait for
     # the stage upstream, so stage times overlap: they explain the wait instead of adding to the change.
     critical = [c for c in changes if c.kind not in PIPELINE_KINDS]
-    moved = sorted((c for c in critical if c.beyond_noise), key=lambda c: -direction * c.delta)
+    # Largest first whatever its sign: the measured change is itself noisy, and ranking by its sign
+    # would put a small saving before a large growth when noise flipped it.
+    moved = sorted((c for c in critical if c.beyond_noise), key=lambda c: -abs(c.delta))
     pipeline = _upstream_first([c for c in changes if c.kind in PIPELINE_KINDS and c.beyond_noise])
     wait = next((c for c in changes if c.key == "wait:input"), None)
     causes = tuple(moved[:limit])
