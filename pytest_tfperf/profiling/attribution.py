@@ -38,6 +38,10 @@ Z = 4.0
 RELATIVE_FLOOR = 0.3
 WALL_FLOOR = 0.03
 DEFAULT_LIMIT = 5
+# The common drift is read from the groups both sides have, each at least this share of the step...
+DRIFT_GROUP_SHARE = 0.005
+# ...and only when there are this many: with fewer, one changed group would be the median.
+DRIFT_MIN_GROUPS = 5
 PIPELINE_KINDS = ("stage", "tf.data work")
 
 
@@ -65,7 +69,7 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
-    """The decomposition: ``sum(c.delta for c in causes) + remainder == measured``."""
+    """The decomposition: ``sum(c.delta for c in causes) + drift + remainder == measured``."""
 
     measured: float  # seconds per iteration, from the gate
     profiled: float  # the profiled passes' own change in wall time per iteration
@@ -76,6 +80,8 @@ class Attribution:
     remainder: float
     input_wait: Change | None  # the consumer's time blocked on tf.data, when either side waited for input
     paced_by: Change | None = None  # the stage behind a moved input wait (see ``_paced_by``)
+    scale: float = 1.0  # the common factor every group moved by (see ``_common_scale``)
+    drift: float = 0.0  # seconds per iteration that factor accounts for: an additive part of its own
     pipeline: tuple[Change, ...] = ()  # tf.data stages and function work beyond noise, upstream first
     base_logdir: str | None = None
     current_logdir: str | None = None
@@ -100,10 +106,12 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     if not math.isfinite(measured):
         raise ValueError(f"measured change must be finite, got {measured!r}")
     wall_floor = WALL_FLOOR * base.wall_mean
+    scale = _common_scale(base, current)
     keys = [g.key for g in base.groups] + [g.key for g in current.groups if base.group(g.key) is None]
-    changes = [_change(base.group(k), current.group(k), base, current, wall_floor) for k in keys]
+    changes = [_change(base.group(k), current.group(k), base, current, wall_floor, scale) for k in keys]
     changes.append(_series_change("other", "other", "groups beyond the top kept", base.other, current.other,
-                                  wall_floor))
+                                  wall_floor, scale))
+    drift = (scale - 1.0) * (math.fsum(g.mean for g in base.groups) + math.fsum(base.other) / base.windows)
     # Additive parts are the groups on the step's own path: its ops, its retracing, and the consumer's wait
     # for input. tf.data's threads work alongside the consumer and a stage's time includes its wait for
     # the stage upstream, so stage times overlap: they explain the wait instead of adding to the change.
@@ -120,7 +128,8 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
                        profiled_noise=_noise(base.wall, current.wall, 0.0, 0.0),
                        causes=causes, unlisted=tuple(moved[limit:]),
                        within_noise=sum(1 for c in changes if not c.beyond_noise),
-                       remainder=measured - explained, input_wait=wait, paced_by=paced_by,
+                       remainder=measured - explained - drift, input_wait=wait, paced_by=paced_by,
+                       scale=scale, drift=drift,
                        pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir)
 
 
@@ -138,6 +147,9 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     lines = [head]
     if not att.causes:
         lines.append(f"  no op or stage moved beyond its noise ({att.within_noise} groups compared)")
+    if abs(att.drift) > 0.0 and abs(att.scale - 1.0) >= 0.02:
+        lines.append(f"  every group x{att.scale:.2f} (machine load, threads, or a change that touches every op): "
+                     f"{t(att.drift)}")
     for change in att.causes:
         lines.append(f"  {_describe(change)} {change.how} {t(change.delta)} ±{t(change.noise, sign=False)}"
                      + _stage_note(change, t))
@@ -214,7 +226,32 @@ def _stage_note(change: Change, t: object) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _change(b: Group | None, c: Group | None, base: Profile, current: Profile, wall_floor: float) -> Change:
+def _common_scale(base: Profile, current: Profile) -> float:
+    """The factor most groups moved by together: the median current/baseline ratio of the groups both have.
+
+    Two profiles taken minutes apart on a loaded machine differ by a common
+    factor (every op 30% slower) more than their windows differ among
+    themselves. Comparing each group with the baseline scaled by that factor
+    names what moved *differently*; the factor's own share of the change is
+    stated as a part of its own. A planted change in one layer moves one
+    group and leaves the median alone; with fewer than ``DRIFT_MIN_GROUPS``
+    groups to read it from, the factor is 1.
+    """
+    floor = DRIFT_GROUP_SHARE * base.wall_mean
+    ratios = []
+    for group in base.groups:
+        other = current.group(group.key)
+        if group.kind in ("layer", "op") and other is not None and group.mean > floor and other.mean > floor:
+            ratios.append(other.mean / group.mean)
+    if len(ratios) < DRIFT_MIN_GROUPS:
+        return 1.0
+    ratios.sort()
+    middle = len(ratios) // 2
+    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+
+
+def _change(b: Group | None, c: Group | None, base: Profile, current: Profile, wall_floor: float,
+            scale: float = 1.0) -> Change:
     ref = c if c is not None else b
     assert ref is not None
     kb = base.windows
@@ -223,7 +260,7 @@ def _change(b: Group | None, c: Group | None, base: Profile, current: Profile, w
     cw = c.per_window if c is not None else (0.0,) * kc
     hidden = (base.smallest_kept if b is None else 0.0) + (current.smallest_kept if c is None else 0.0)
     label = ref.describe() if ref.kind not in ("stage",) else ref.label
-    change = _series_change(ref.key, ref.kind, label, bw, cw, wall_floor, hidden=hidden)
+    change = _series_change(ref.key, ref.kind, label, bw, cw, wall_floor, scale, hidden=hidden)
     how = change.how
     if b is None:
         how = "appeared"
@@ -238,17 +275,19 @@ def _change(b: Group | None, c: Group | None, base: Profile, current: Profile, w
 
 
 def _series_change(key: str, kind: str, label: str, base: Sequence[float], current: Sequence[float],
-                   wall_floor: float, *, hidden: float = 0.0) -> Change:
+                   wall_floor: float, scale: float = 1.0, *, hidden: float = 0.0) -> Change:
+    """Current minus ``scale`` x baseline; a group absent from one side's top adds that side's cut-off to its noise."""
     mb = math.fsum(base) / len(base)
     mc = math.fsum(current) / len(current)
-    delta = mc - mb
-    noise = max(_noise(base, current, max(abs(mb), abs(mc)), wall_floor), hidden)
+    delta = mc - scale * mb
+    noise = _noise(base, current, max(abs(scale * mb), abs(mc)), wall_floor, scale) + hidden
     how = "grew" if delta >= 0 else "shrank"
     return Change(key=key, kind=kind, label=label, how=how, delta=delta, noise=noise, base=mb, current=mc)
 
 
-def _noise(base: Sequence[float], current: Sequence[float], level: float, wall_floor: float) -> float:
-    se = math.sqrt(_var(base) / len(base) + _var(current) / len(current))
+def _noise(base: Sequence[float], current: Sequence[float], level: float, wall_floor: float,
+           scale: float = 1.0) -> float:
+    se = math.sqrt(scale * scale * _var(base) / len(base) + _var(current) / len(current))
     return max(Z * se, RELATIVE_FLOOR * level, wall_floor)
 
 

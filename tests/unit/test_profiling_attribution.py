@@ -88,8 +88,10 @@ def test_a_fusion_inside_a_layer_moves_nothing() -> None:
 
 
 def test_the_listed_causes_are_capped_and_the_rest_is_in_the_remainder() -> None:
-    base = profile(*(group(f"layer:m/l{i}", STEADY) for i in range(8)))
-    current = profile(*(group(f"layer:m/l{i}", tuple(v + 5 + i for v in STEADY)) for i in range(8)))
+    # 8 layers grew, 9 did not (most groups unchanged: no common drift)
+    base = profile(*(group(f"layer:m/l{i}", STEADY) for i in range(17)))
+    current = profile(*(group(f"layer:m/l{i}", tuple(v + (5 + i if i < 8 else 0) for v in STEADY))
+                        for i in range(17)))
     att = attribute(base, current, 80 * MS, limit=3)
     assert [c.key for c in att.causes] == ["layer:m/l7", "layer:m/l6", "layer:m/l5"]
     assert len(att.unlisted) == 5
@@ -102,6 +104,22 @@ def test_a_large_growth_is_named_first_even_when_noise_made_the_measured_change_
                       group("layer:m/planted", (20.0,) * 5))
     att = attribute(BASE, current, -1.0 * MS)
     assert [c.key for c in att.causes] == ["layer:m/planted", "layer:m/conv"]
+
+
+def test_a_common_slowdown_is_a_part_of_its_own_and_the_planted_layer_still_stands_out() -> None:
+    layers = [group(f"layer:m/l{i}", tuple(v * (1 + i / 10) for v in STEADY)) for i in range(6)]
+    base = profile(*layers)
+    loaded = [Group(g.key, g.kind, g.label, g.families, tuple(v * 1.3 for v in g.per_window)) for g in layers]
+    current = profile(*loaded, group("layer:m/planted", (8.0, 8.1, 7.9, 8.0, 8.0)))
+    measured = 0.3 * sum(g.mean for g in layers) + 0.3 * 0.1 * MS + 8.0 * MS
+    att = attribute(base, current, measured)
+    assert att.scale == pytest.approx(1.3)
+    assert [c.key for c in att.causes] == ["layer:m/planted"]  # the others moved with everything else
+    assert att.explained + att.drift + att.remainder == pytest.approx(measured)
+    assert att.remainder == pytest.approx(0.0, abs=1e-9)
+    assert explanation_lines(att)[1].startswith("  every group x1.30 (machine load, threads, or a change that")
+    few = attribute(profile(*layers[:3]), profile(*loaded[:3]), measured)
+    assert few.scale == 1.0 and few.drift == 0.0  # too few groups to tell a drift from a change
 
 
 def test_a_group_hidden_in_other_on_one_side_needs_to_beat_that_sides_smallest_kept() -> None:
