@@ -294,7 +294,9 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
         w = max(2, round(WINDOW_SECONDS / per_iter[arm]))
         outcome = profile_step(step, profile_dir / case / arm, name=f"{case}:{arm}", windows=WINDOWS,
                                iterations=w, warmup=1)
-        outcome_info[arm] = {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": w}
+        outcome_info[arm] = {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": w,
+                             "seconds_windows": round(getattr(outcome, "seconds_windows", 0.0), 2),
+                             "seconds_stop": round(getattr(outcome, "seconds_stop", 0.0), 2)}
         profiles[arm] = outcome.profile
     out: dict[str, Any] = {"case": case, "pid": os.getpid(), "round_iterations": n, "build_s": round(build_s, 1),
                            "measured_rounds_s": round(measured_s, 2),

@@ -42,6 +42,8 @@ class ProfileOutcome:
     reason: str | None
     run_dir: str | None  # the profiler's run folder (holds the .xplane.pb)
     seconds: float  # wall time of the whole pass: warm-up, profiled windows, stop and reading
+    seconds_windows: float = 0.0  # of which the profiled windows themselves
+    seconds_stop: float = 0.0  # of which stopping the profiler (TensorFlow collects and writes the .xplane.pb)
 
     @property
     def line(self) -> str:
@@ -72,6 +74,7 @@ def profile_step(step: Callable[[], Any], logdir: str | Path, *, name: str = "st
     except Exception as exc:  # noqa: BLE001 - any profiler trouble becomes a reason, never a failed test
         return ProfileOutcome(None, _start_failure(exc), None, time.monotonic() - started)
     trace = tf.profiler.experimental.Trace
+    windows_started = time.monotonic()
     try:
         for window in range(windows):
             # step_num and _r=1 make TensorBoard's overview page read each window as a step
@@ -79,11 +82,14 @@ def profile_step(step: Callable[[], Any], logdir: str | Path, *, name: str = "st
                 for _ in range(iterations):
                     step()
     finally:
+        stopping = time.monotonic()
         stop_error = _stop(tf)
+    timings = {"seconds_windows": stopping - windows_started, "seconds_stop": time.monotonic() - stopping}
     if stop_error:
-        return ProfileOutcome(None, stop_error, None, time.monotonic() - started)
-    return _read(logdir, before, name=name, iterations=iterations, top=top, started=started,
-                 host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s, max_bytes=max_bytes)
+        return ProfileOutcome(None, stop_error, None, time.monotonic() - started, **timings)
+    outcome = _read(logdir, before, name=name, iterations=iterations, top=top, started=started,
+                    host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s, max_bytes=max_bytes)
+    return ProfileOutcome(outcome.profile, outcome.reason, outcome.run_dir, outcome.seconds, **timings)
 
 
 def profile_pipeline(dataset: Iterable[Any], logdir: str | Path, *, name: str = "pipeline",

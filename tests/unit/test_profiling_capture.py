@@ -79,6 +79,7 @@ def test_windows_of_iterations_run_inside_one_session_each_marked(fake: FakeProf
     assert fake.events == ["start"] + ["enter tfperf_window", "exit tfperf_window"] * 3 + ["stop"]
     assert len(calls) == 1 + 3 * 2  # the warm-up call ran before the profiler started
     assert outcome.line.startswith("profiled 3 x 2 iterations in ")
+    assert 0 <= outcome.seconds_windows <= outcome.seconds and 0 <= outcome.seconds_stop <= outcome.seconds
 
 
 def test_another_profiler_session_is_a_reason_not_an_error(fake: FakeProfiler, tmp_path: Path) -> None:
