@@ -350,7 +350,10 @@ def reattribute(results: Path, profile_dir: Path) -> None:
     """Attribute the stored compact profiles again (the attribution is a pure function of them) and rewrite."""
     from pytest_tfperf.profiling.model import Profile
 
+    from pytest_tfperf.profiling.attribution import attribute
+
     result = json.loads(results.read_text())
+    stored_by_case: dict[str, list[dict[str, Any]]] = {}
     for run in result["runs"]:
         if "error" in run:
             continue
@@ -359,7 +362,23 @@ def reattribute(results: Path, profile_dir: Path) -> None:
         profiles = {a: Profile.from_dict(stored[a]) for a in ("base", "changed", "base_again")}
         run.update(_attributions(run["case"], profiles["base"], profiles["changed"], profiles["base_again"],
                                  stored["per_iteration_s"]))
+        stored_by_case.setdefault(run["case"], []).append({"profiles": profiles, "per": stored["per_iteration_s"],
+                                                          "process": run["process"]})
+    # A/A across processes, as a stored baseline is compared: the same arm of two fresh processes
+    cross = []
+    for case, entries in stored_by_case.items():
+        for i, first in enumerate(entries):
+            for second in entries[i + 1:]:
+                for arm in ("base", "base_again"):
+                    att = attribute(first["profiles"][arm], second["profiles"][arm],
+                                    second["per"][arm] - first["per"][arm])
+                    cross.append({"case": case, "arm": arm, "processes": [first["process"], second["process"]],
+                                  "nothing_moved": not att.causes,
+                                  "causes": [c.key for c in att.causes]})
+    result["aa_cross_process"] = cross
     result["summary"] = _summary(result["runs"])
+    result["summary"]["aa_cross_process_runs"] = len(cross)
+    result["summary"]["aa_cross_process_nothing_moved"] = sum(c["nothing_moved"] for c in cross)
     result["reattributed"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     results.write_text(json.dumps(result, indent=1) + "\n")
     results.with_suffix(".md").write_text(_markdown(result))
@@ -484,6 +503,9 @@ def _markdown(result: dict[str, Any]) -> str:
            f"{s['runs_profile_agrees_10pct']} of {s['runs_ok']}",
            f"- A/A (same code built twice): nothing moved beyond noise in {s['aa_nothing_moved']} of "
            f"{s['aa_runs']} runs",
+           *([f"- A/A across fresh processes (same arm, two processes, as a stored baseline is compared): nothing "
+              f"moved beyond noise in {s['aa_cross_process_nothing_moved']} of {s['aa_cross_process_runs']}"]
+             if "aa_cross_process_runs" in s else []),
            f"- largest stored profile: {s['max_profile_bytes']} bytes of JSON",
            f"- profiled pass / measured rounds of one arm (median): {s['profiled_vs_rounds_median']}", "",
            "| case | top = planted | measured change ms/iter | explained share | profile within 10% | A/A quiet |",
