@@ -343,6 +343,8 @@ def _attributions(case: str, base: Any, changed: Any, again: Any, per_iter: dict
         }
         if label == "planted":
             out[label]["top_is_planted"] = bool(top and planted(top.key))
+            ranked = ([att.paced_by] if att.paced_by else []) + list(att.causes) + list(att.pipeline)
+            out[label]["planted_in_top3"] = any(planted(c.key) for c in ranked[:3])
     return out
 
 
@@ -479,6 +481,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "runs": len(runs),
         "runs_ok": len(ok),
         "runs_top_planted": sum(r["planted"]["top_is_planted"] for r in ok),
+        "runs_planted_in_top3": sum(r["planted"].get("planted_in_top3", False) for r in ok),
         "runs_adds_up": sum(r["planted"]["adds_up"] for r in ok),
         "runs_profile_agrees_10pct": sum(bool(r["planted"]["profile_agrees_10pct"]) for r in ok),
         "aa_runs": len(ok),
@@ -496,7 +499,8 @@ def _markdown(result: dict[str, Any]) -> str:
            f"- cases whose top cause is the planted group in every process: "
            f"**{s['cases_top_planted_in_every_process']} of {s['cases']}**",
            f"- runs with the planted group on top: {s['runs_top_planted']} of {s['runs_ok']} "
-           f"({s['runs'] - s['runs_ok']} runs failed)",
+           f"({s['runs'] - s['runs_ok']} runs failed); among the first three named: "
+           f"{s['runs_planted_in_top3']} of {s['runs_ok']}",
            f"- parts + common drift + remainder == measured change: {s['runs_adds_up']} of {s['runs_ok']} "
            "(by construction)",
            f"- the profiled pass's own change within 10% of the measured change: "
