@@ -348,8 +348,25 @@ def _attributions(case: str, base: Any, changed: Any, again: Any, per_iter: dict
     return out
 
 
-def reattribute(results: Path, profile_dir: Path) -> None:
-    """Attribute the stored compact profiles again (the attribution is a pure function of them) and rewrite."""
+def _from_raw(run: dict[str, Any], case_dir: Path) -> dict[str, Any]:
+    """The compact profiles read again from the raw .xplane.pb files the run left (the reader as it is now)."""
+    from pytest_tfperf.profiling.xspace import load_xspace, summarise
+
+    out = {}
+    for arm in ("base", "changed", "base_again"):
+        (path,) = sorted((case_dir / arm).glob("plugins/profile/*/*.xplane.pb"))
+        space = load_xspace(path, max_bytes=2**30)
+        out[arm] = summarise(space, name=f"{run['case']}:{arm}", iterations=run["profiled"][arm]["iterations"],
+                             logdir=str(case_dir / arm)).to_dict()
+    return out
+
+
+def reattribute(results: Path, profile_dir: Path, *, from_raw: bool = False) -> None:
+    """Attribute the stored compact profiles again (the attribution is a pure function of them) and rewrite.
+
+    With ``from_raw``, the compact profiles are first rebuilt from the raw profiles, so that a change to
+    the reader (how events are grouped) is measured on the same recorded runs.
+    """
     from pytest_tfperf.profiling.model import Profile
 
     from pytest_tfperf.profiling.attribution import attribute
@@ -361,6 +378,9 @@ def reattribute(results: Path, profile_dir: Path) -> None:
             continue
         path = profile_dir / f"p{run['process']}" / run["case"] / f"compact-{run['pid']}.json"
         stored = json.loads(path.read_text())
+        if from_raw:
+            stored.update(_from_raw(run, path.parent))
+            run["profile_bytes"] = max(len(json.dumps(stored[a])) for a in ("base", "changed", "base_again"))
         profiles = {a: Profile.from_dict(stored[a]) for a in ("base", "changed", "base_again")}
         run.update(_attributions(run["case"], profiles["base"], profiles["changed"], profiles["base_again"],
                                  stored["per_iteration_s"]))
@@ -381,7 +401,8 @@ def reattribute(results: Path, profile_dir: Path) -> None:
     result["summary"] = _summary(result["runs"])
     result["summary"]["aa_cross_process_runs"] = len(cross)
     result["summary"]["aa_cross_process_nothing_moved"] = sum(c["nothing_moved"] for c in cross)
-    result["reattributed"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    result["reattributed"] = datetime.now(timezone.utc).isoformat(timespec="seconds") + (
+        ", profiles read again from the raw .xplane.pb files" if from_raw else "")
     results.write_text(json.dumps(result, indent=1) + "\n")
     results.with_suffix(".md").write_text(_markdown(result))
     print(json.dumps(result["summary"], indent=1))
@@ -398,9 +419,11 @@ def main() -> None:
     parser.add_argument("--keep-profiles", help="keep the raw profiles under this folder")
     parser.add_argument("--reattribute", metavar="PROFILE_DIR",
                         help="attribute the compact profiles a run kept under PROFILE_DIR again; rewrite the results")
+    parser.add_argument("--from-raw", action="store_true",
+                        help="with --reattribute: rebuild the compact profiles from the raw profiles first")
     args = parser.parse_args()
     if args.reattribute:
-        reattribute(RESULTS / "explain_cases.json", Path(args.reattribute))
+        reattribute(RESULTS / "explain_cases.json", Path(args.reattribute), from_raw=args.from_raw)
         return
     if args.worker:
         print(json.dumps(run_case(args.worker, Path(args.profile_dir))))
@@ -438,7 +461,7 @@ def main() -> None:
 
 
 def _command() -> str:
-    return "nice -n 15 .venv/bin/python benchmarks/explain_cases.py"
+    return "nice -n 15 .venv/bin/python benchmarks/explain_cases.py --keep-profiles /tmp/explain-profiles"
 
 
 def _print_run(run: dict[str, Any]) -> None:

@@ -24,8 +24,9 @@ import re
 
 _OP_TYPE = re.compile(r"[A-Z_][A-Za-z0-9_]*\Z")
 _COUNTER = re.compile(r"(?:_\d+)+\Z")
-# Scope parts that wrap a layer's ops without naming a layer.
-_WRAPPER_SCOPES = frozenset({"gradient_tape"})
+# Scope parts that wrap a layer's ops without naming a layer: the gradient tape, and the function calls
+# that model.fit's multi-step function and nested tf.functions put in front of the model's scope.
+_WRAPPER_SCOPES = frozenset({"gradient_tape", "StatefulPartitionedCall", "PartitionedCall"})
 # Scope depth that names a layer: model/layer (Keras 3 prefixes ops with the model's name).
 SCOPE_DEPTH = 2
 
@@ -71,7 +72,7 @@ def strip_counter(part: str) -> str:
 
 def layer_scope(node_name: str, depth: int = SCOPE_DEPTH) -> str:
     """The model/layer scope of an op's node name without counters, or "" for an op outside any scope."""
-    parts = [p for p in node_name.split("/")[:-1] if p and p not in _WRAPPER_SCOPES]
+    parts = [p for p in node_name.split("/")[:-1] if p and strip_counter(p) not in _WRAPPER_SCOPES]
     return "/".join(strip_counter(p) for p in parts[:depth])
 
 

@@ -35,6 +35,9 @@ def test_layer_scope_drops_counters_and_the_gradient_tape_wrapper() -> None:
     # an LSTM's loop body nests the scope again: the model/layer prefix still names it
     assert layer_scope("sequential_1/lstm_1/while/body/_1/sequential_1/lstm_1/while/lstm_cell_1/MatMul") \
         == "sequential/lstm"
+    # model.fit runs the step inside a function call: its wrapper is not the layer
+    assert layer_scope("StatefulPartitionedCall/sequential_1/planted_conv_1/Relu") == "sequential/planted_conv"
+    assert layer_scope("StatefulPartitionedCall_2/sequential_1/dense_1/MatMul") == "sequential/dense"
     assert layer_scope("MatMul") == ""
     assert strip_counter("conv2d_3_1") == "conv2d" and strip_counter("_1") == "_1"
 
