@@ -133,6 +133,33 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
                        pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir)
 
 
+def attribution_dict(att: Attribution) -> dict[str, object]:
+    """The JSON form for reports: milliseconds per iteration, causes in order, the lines as printed."""
+    def ms(seconds: float) -> float:
+        return round(seconds * 1e3, 4)
+
+    def change(c: Change) -> dict[str, object]:
+        out: dict[str, object] = {"key": c.key, "kind": c.kind, "label": c.label, "how": c.how,
+                                  "delta_ms": ms(c.delta), "noise_ms": ms(c.noise)}
+        if c.kind == "stage":
+            out.update(base_parallel=c.base_parallel, current_parallel=c.current_parallel,
+                       base_ms_per_element=None if c.base_per_element is None else ms(c.base_per_element),
+                       current_ms_per_element=None if c.current_per_element is None else ms(c.current_per_element))
+        return out
+
+    return {
+        "measured_ms": ms(att.measured), "profiled_ms": ms(att.profiled), "profiled_noise_ms": ms(att.profiled_noise),
+        "common_factor": round(att.scale, 4), "common_factor_ms": ms(att.drift),
+        "causes": [change(c) for c in att.causes], "unlisted": [change(c) for c in att.unlisted],
+        "remainder_ms": ms(att.remainder), "within_noise": att.within_noise,
+        "input_wait": change(att.input_wait) if att.input_wait else None,
+        "paced_by": change(att.paced_by) if att.paced_by else None,
+        "pipeline": [change(c) for c in att.pipeline],
+        "base_logdir": att.base_logdir, "current_logdir": att.current_logdir,
+        "lines": explanation_lines(att),
+    }
+
+
 def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     """``where the time went: ...`` and one line per cause, the remainder, and where the raw profiles are."""
     scale, u = (1e3, "ms") if unit == "ms" else (1e6, "us")

@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from pytest_tfperf.profiling.attribution import attribute, explanation_lines
+import json
+
+from pytest_tfperf.profiling.attribution import attribute, attribution_dict, explanation_lines
 from pytest_tfperf.profiling.model import Group, Profile
 
 MS = 1e-3
@@ -48,6 +50,16 @@ def test_a_planted_layer_appears_and_the_parts_add_up_to_the_measured_change() -
     assert lines[2].startswith("  remainder +0.30 ms")
     assert lines[3] == ("  raw profiles: tensorboard --logdir /logs/base (baseline), "
                         "tensorboard --logdir /logs/current (current)")
+
+
+def test_the_json_form_carries_causes_remainder_and_lines() -> None:
+    current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+                      group("layer:m/planted_conv", (3.8,) * 5), logdir="/logs/current")
+    data = json.loads(json.dumps(attribution_dict(attribute(BASE, current, 4.1 * MS))))
+    assert data["measured_ms"] == 4.1 and data["remainder_ms"] == pytest.approx(0.3)
+    assert data["causes"] == [{"key": "layer:m/planted_conv", "kind": "layer", "label": "planted_conv (Conv2D family)",
+                               "how": "appeared", "delta_ms": 3.8, "noise_ms": data["causes"][0]["noise_ms"]}]
+    assert data["lines"][0].startswith("where the time went") and data["current_logdir"] == "/logs/current"
 
 
 def test_unchanged_code_says_nothing_moved_beyond_its_noise() -> None:
