@@ -93,12 +93,15 @@ def profile_step(step: Callable[[], Any], logdir: str | Path, *, name: str = "st
 
 
 def profile_pipeline(dataset: Iterable[Any], logdir: str | Path, *, name: str = "pipeline",
-                     windows: int = DEFAULT_WINDOWS, iterations: int = DEFAULT_ITERATIONS, warmup: int = 1,
+                     windows: int = DEFAULT_WINDOWS, iterations: int = DEFAULT_ITERATIONS, warmup: int | None = None,
                      consume: Callable[[Any], Any] | None = None, **options: Any) -> ProfileOutcome:
     """Profile pulling elements from ``dataset`` (``iterations`` per window); ``consume`` stands for the step.
 
     A finite dataset is iterated again when it ends, as epochs are, so work
     that a ``cache`` saves from the second epoch on shows as it does in training.
+    The warm-up is a window's worth of elements unless told otherwise: a
+    pipeline fills its buffers while nobody pulls, and the first window would
+    read those elements as free.
     """
     state: dict[str, Iterator[Any]] = {"it": iter(dataset)}
 
@@ -110,7 +113,8 @@ def profile_pipeline(dataset: Iterable[Any], logdir: str | Path, *, name: str = 
             element = next(state["it"])
         return consume(element) if consume is not None else element
 
-    return profile_step(pull, logdir, name=name, windows=windows, iterations=iterations, warmup=warmup, **options)
+    return profile_step(pull, logdir, name=name, windows=windows, iterations=iterations,
+                        warmup=iterations if warmup is None else warmup, **options)
 
 
 def _profiler_module() -> Any:

@@ -150,3 +150,11 @@ def test_a_pipeline_is_iterated_again_when_it_ends_as_epochs_are(fake: FakeProfi
     outcome = profile_pipeline([1, 2, 3], tmp_path, windows=2, iterations=4, warmup=1, consume=seen.append)
     assert outcome.profile is not None
     assert seen == [1, 2, 3, 1, 2, 3, 1, 2, 3]
+
+
+def test_a_pipeline_warms_up_a_window_so_buffered_elements_are_not_read_as_free(fake: FakeProfiler,
+                                                                               tmp_path: Path) -> None:
+    pulled: list[str] = []
+    profile_pipeline(range(100), tmp_path, windows=2, iterations=5,
+                     consume=lambda e: pulled.append(fake.events[-1] if fake.events else "before"))
+    assert pulled[:5] == ["before"] * 5 and len(pulled) == 15
