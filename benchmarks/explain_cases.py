@@ -337,7 +337,7 @@ def _attributions(case: str, base: Any, changed: Any, again: Any, per_iter: dict
             "top": top.key if top else None,
             "causes": [{"key": c.key, "how": c.how, "delta_ms": round(c.delta * 1e3, 3),
                         "noise_ms": round(c.noise * 1e3, 3)} for c in att.causes],
-            "nothing_moved": not att.causes,
+            "nothing_moved": att.nothing_moved,
             "adds_up": math.isclose(att.explained + att.drift + att.remainder, measured, rel_tol=1e-9,
                                     abs_tol=1e-12),
             "profile_agrees_10pct": abs(att.profiled - measured) <= 0.1 * abs(measured) if measured else None,
@@ -397,7 +397,7 @@ def reattribute(results: Path, profile_dir: Path, *, from_raw: bool = False) -> 
                     att = attribute(first["profiles"][arm], second["profiles"][arm],
                                     second["per"][arm] - first["per"][arm])
                     cross.append({"case": case, "arm": arm, "processes": [first["process"], second["process"]],
-                                  "nothing_moved": not att.causes,
+                                  "nothing_moved": att.nothing_moved,
                                   "causes": [c.key for c in att.causes]})
     result["aa_cross_process"] = cross
     result["summary"] = _summary(result["runs"])

@@ -91,10 +91,16 @@ class Attribution:
         return math.fsum(c.delta for c in self.causes)
 
     @property
+    def nothing_moved(self) -> bool:
+        """No op, layer, stage or tf.data work moved beyond its noise (what unchanged code should read)."""
+        return not self.causes and not self.unlisted and not self.pipeline
+
+    @property
     def top(self) -> Change | None:
-        """The cause to name first: the consumer's input wait is a symptom, so the stage behind it is named instead."""
+        """The cause to name first: the consumer's input wait is a symptom, so the stage behind it is named instead;
+        with nothing on the step's path beyond its noise, the most upstream tf.data stage that moved."""
         if not self.causes:
-            return None
+            return self.pipeline[0] if self.pipeline else None
         first = self.causes[0]
         if first.kind == "input wait" and self.paced_by is not None:
             return self.paced_by
@@ -172,8 +178,10 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     head = (f"where the time went: {t(att.measured)}/iteration measured "
             f"(profiled pass {t(att.profiled)} ±{t(att.profiled_noise, sign=False)})")
     lines = [head]
-    if not att.causes:
+    if att.nothing_moved:
         lines.append(f"  no op or stage moved beyond its noise ({att.within_noise} groups compared)")
+    elif not att.causes:
+        lines.append("  nothing on the step's own path (its ops, the consumer's wait) moved beyond its noise")
     if abs(att.drift) > 0.0 and abs(att.scale - 1.0) >= 0.02:
         lines.append(f"  every group x{att.scale:.2f} (machine load, threads, or a change that touches every op): "
                      f"{t(att.drift)}")

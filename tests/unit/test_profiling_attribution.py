@@ -66,7 +66,7 @@ def test_unchanged_code_says_nothing_moved_beyond_its_noise() -> None:
     again = profile(group("layer:m/dense", (10.02, 9.97, 10.1, 9.9, 10.0)),
                     group("layer:m/conv", (5.02, 4.98, 5.0, 5.03, 4.97)))
     att = attribute(BASE, again, 0.05 * MS)
-    assert att.causes == () and att.top is None
+    assert att.causes == () and att.top is None and att.nothing_moved
     assert att.remainder == pytest.approx(0.05 * MS)
     assert "no op or stage moved beyond its noise (3 groups compared)" in explanation_lines(att)[1]
 
@@ -172,6 +172,19 @@ def test_a_map_that_lost_its_parallelism_is_named_though_its_work_per_element_is
     att = attribute(base, current, 2.0 * MS)
     assert att.top is not None and att.top.key == "stage:Prefetch/Map"
     assert "behind it: Prefetch/Map (tf.data stage, sequential; was parallel)" in explanation_lines(att)[2]
+
+
+def test_a_stage_that_moved_while_the_wait_stayed_within_its_noise_is_still_named() -> None:
+    base = profile(group("wait:input", (1.0, 4.0, 2.0, 6.0, 1.0), kind="input wait"),
+                   stage("stage:Prefetch/Map", (1.0,) * 5, False, 0.5))
+    current = profile(group("wait:input", (3.0, 9.0, 2.0, 8.0, 3.0), kind="input wait"),
+                      stage("stage:Prefetch/Map", (9.0,) * 5, False, 4.5))
+    att = attribute(base, current, 2.0 * MS)
+    assert att.causes == () and not att.nothing_moved
+    assert att.top is not None and att.top.key == "stage:Prefetch/Map"
+    lines = explanation_lines(att)
+    assert lines[1] == "  nothing on the step's own path (its ops, the consumer's wait) moved beyond its noise"
+    assert lines[2].startswith("  tf.data also moved")
 
 
 def test_a_measured_change_that_is_not_a_number_is_refused() -> None:
