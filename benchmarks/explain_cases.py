@@ -543,6 +543,9 @@ def _markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
     out = [f"# Planted regressions explained ({result['date']}, {result['machine']})", "",
            f"Command: `{result['command']}` ({result['seconds']} s). Settings: {result['settings']}.", "",
+           *([f"Attributed again ({result['reattributed']}): `nice -n 15 .venv/bin/python "
+              "benchmarks/explain_cases.py --reattribute /tmp/explain-profiles --from-raw`", ""]
+             if "reattributed" in result else []),
            f"- cases whose top cause is the planted group in every process: "
            f"**{s['cases_top_planted_in_every_process']} of {s['cases']}**",
            f"- runs with the planted group on top: {s['runs_top_planted']} of {s['runs_ok']} "

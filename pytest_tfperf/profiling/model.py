@@ -51,7 +51,7 @@ class Group:
         if self.kind == "stage":
             mode = "parallel" if self.parallel else "sequential"
             return f"{self.label} (tf.data stage, {mode})"
-        if self.kind in ("layer", "op") and self.families:
+        if self.kind == "layer" and self.families:  # an op group's label is its family already
             return f"{self.label} ({self.families[0]} family)"
         return self.label
 
