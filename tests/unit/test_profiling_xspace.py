@@ -2,12 +2,18 @@
 
 The protos are built here with TensorFlow's own ``xplane_pb2`` (and go through
 ``ParseFromString`` once), so the reader sees the structure the profiler writes.
+The module is loaded from its file in the TensorFlow install without importing
+``tensorflow`` itself: collection would otherwise load TensorFlow into the test
+process, and tests that fake TensorFlow's errors by class name would then see
+the real package.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -15,7 +21,21 @@ import pytest
 from pytest_tfperf.profiling import xspace as xs
 from pytest_tfperf.profiling.xspace import ProfileUnavailable, load_xspace, summarise
 
-xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+
+def _xplane_pb2() -> ModuleType:
+    spec = importlib.util.find_spec("tensorflow")  # finds the package without importing it
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    path = Path(locations[0]) / "tsl" / "profiler" / "protobuf" / "xplane_pb2.py" if locations else None
+    if path is None or not path.is_file():
+        pytest.skip("needs TensorFlow's xplane_pb2 (tensorflow/tsl/profiler/protobuf)", allow_module_level=True)
+    module_spec = importlib.util.spec_from_file_location("_tfperf_test_xplane_pb2", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+xplane_pb2 = _xplane_pb2()
 
 US = 1_000_000  # picoseconds in a microsecond
 
@@ -218,9 +238,11 @@ def test_reading_past_the_deadline_stops_with_a_reason() -> None:
         summarise(s.parsed(), name="x", iterations=1, deadline=time.monotonic() - 1)
 
 
-def test_a_profile_file_over_the_size_cap_is_refused_before_parsing(tmp_path: Path) -> None:
+def test_a_profile_file_over_the_size_cap_is_refused_before_parsing(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "host.xplane.pb"
     path.write_bytes(step_space().space.SerializeToString())
+    monkeypatch.setattr(xs, "xplane_module", lambda: xplane_pb2)  # the installed one would import TensorFlow
     assert load_xspace(path, max_bytes=10**9).planes[0].name == "/host:CPU"
     with pytest.raises(ProfileUnavailable, match="MiB, over the"):
         load_xspace(path, max_bytes=10)
