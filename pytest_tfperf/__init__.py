@@ -1,6 +1,6 @@
 """pytest-tfperf: performance regression tests for TensorFlow pipelines, as a pytest plugin.
 
-The folders are the layers of docs/architecture.md, lowest first: ``storage``,
+The folders are the layers of docs/architecture.md, lowest first: ``profiling``, ``storage``,
 ``probes``, ``measuring``, ``diagnoses``, ``gates``, ``reports``, ``session``,
 ``cli``; ``model``, ``stats`` and ``config`` sit below them all and ``plugin``
 above. A module imports only its own layer and those below
