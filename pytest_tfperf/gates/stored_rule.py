@@ -141,7 +141,11 @@ def bound_factor(df: float, n: int, joint_false_alarm: float, rho: float = CONFI
     if df <= 0 or n <= 0:
         return math.inf
     df = round(df * 4) / 4  # fractional degrees of freedom (recorded history) on a grid: fewer integrals
-    lo, hi = 0.0, 40.0
+    lo, hi = 0.0, 8.0
+    while _joint_crossing(hi, df, n, rho) > joint_false_alarm:  # few runs: the bound may lie far out
+        lo, hi = hi, hi * 2.0
+        if hi > 1e4:
+            return math.inf
     for _ in range(32):
         mid = (lo + hi) / 2.0
         if _joint_crossing(mid, df, n, rho) > joint_false_alarm:
