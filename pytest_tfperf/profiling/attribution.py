@@ -1,0 +1,333 @@
+"""Where the time went: a measured per-iteration change split over the groups of ops and stages that moved.
+
+Given the baseline's and the current profile and the change the gate measured
+(seconds per iteration, current minus baseline), each group's change in self
+time per iteration is its mean over the current windows minus its mean over
+the baseline windows. A group counts as a cause only when its change is beyond
+its noise, the larger of:
+
+- ``Z`` standard errors of that difference, from the window-to-window spread
+  of both sides (so a group that jumps between windows needs a larger change);
+- ``RELATIVE_FLOOR`` of the group's larger side (windows of one process agree
+  with each other better than two processes do: this floor stands for the
+  process-to-process part the windows cannot see);
+- ``WALL_FLOOR`` of the baseline's time per iteration (changes too small to
+  matter to the step);
+- for a group absent from one side's top groups, that side's smallest kept
+  group (it may hide in "other").
+
+The causes, largest change first (either way), and a
+remainder (the measured change minus the listed causes: groups within their
+noise, time outside any op or stage, the profiler's own cost, and the
+difference between the profiled pass and the timed rounds) add up to the
+measured change exactly. Self times add across threads, so on a step that
+runs ops in parallel (or a pipeline that works ahead of its consumer) a
+cause can be larger than the change in wall time; the remainder says so.
+No printing here: ``explanation_lines`` returns lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_tfperf.profiling.model import Group, Profile
+
+Z = 4.0
+RELATIVE_FLOOR = 0.3
+WALL_FLOOR = 0.03
+DEFAULT_LIMIT = 5
+# The common drift is read from the groups both sides have, each at least this share of the step...
+DRIFT_GROUP_SHARE = 0.005
+# ...and only when there are this many: with fewer, one changed group would be the median.
+DRIFT_MIN_GROUPS = 5
+PIPELINE_KINDS = ("stage", "tf.data work")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One group's change in self time per iteration, current minus baseline."""
+
+    key: str
+    kind: str
+    label: str  # the group as read on the current side (the baseline's, for one that vanished)
+    how: str  # "appeared", "vanished", "grew", "shrank"
+    delta: float  # seconds per iteration
+    noise: float  # seconds per iteration: the change it had to exceed
+    base: float
+    current: float
+    base_per_element: float | None = None
+    current_per_element: float | None = None
+    base_parallel: bool | None = None
+    current_parallel: bool | None = None
+
+    @property
+    def beyond_noise(self) -> bool:
+        return abs(self.delta) > self.noise
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """The decomposition: ``sum(c.delta for c in causes) + drift + remainder == measured``."""
+
+    measured: float  # seconds per iteration, from the gate
+    profiled: float  # the profiled passes' own change in wall time per iteration
+    profiled_noise: float
+    causes: tuple[Change, ...]  # beyond their noise, listed (at most ``limit``)
+    unlisted: tuple[Change, ...]  # beyond their noise but past the limit: part of the remainder
+    within_noise: int  # groups compared that did not move beyond their noise
+    remainder: float
+    input_wait: Change | None  # the consumer's time blocked on tf.data, when either side waited for input
+    paced_by: Change | None = None  # the stage behind a moved input wait (see ``_paced_by``)
+    scale: float = 1.0  # the common factor every group moved by (see ``_common_scale``)
+    drift: float = 0.0  # seconds per iteration that factor accounts for: an additive part of its own
+    pipeline: tuple[Change, ...] = ()  # tf.data stages and function work beyond noise, upstream first
+    base_logdir: str | None = None
+    current_logdir: str | None = None
+
+    @property
+    def explained(self) -> float:
+        return math.fsum(c.delta for c in self.causes)
+
+    @property
+    def nothing_moved(self) -> bool:
+        """No op, layer, stage or tf.data work moved beyond its noise (what unchanged code should read)."""
+        return not self.causes and not self.unlisted and not self.pipeline
+
+    @property
+    def top(self) -> Change | None:
+        """The cause to name first: the consumer's input wait is a symptom, so the stage behind it is named instead;
+        with nothing on the step's path beyond its noise, the most upstream tf.data stage that moved."""
+        if not self.causes:
+            return self.pipeline[0] if self.pipeline else None
+        first = self.causes[0]
+        if first.kind == "input wait" and self.paced_by is not None:
+            return self.paced_by
+        return first
+
+
+def attribute(base: Profile, current: Profile, measured: float, *, limit: int = DEFAULT_LIMIT) -> Attribution:
+    """Split ``measured`` (seconds per iteration, current minus baseline) over the groups that moved."""
+    if not math.isfinite(measured):
+        raise ValueError(f"measured change must be finite, got {measured!r}")
+    wall_floor = WALL_FLOOR * base.wall_mean
+    scale = _common_scale(base, current)
+    keys = [g.key for g in base.groups] + [g.key for g in current.groups if base.group(g.key) is None]
+    changes = [_change(base.group(k), current.group(k), base, current, wall_floor, scale) for k in keys]
+    changes.append(_series_change("other", "other", "groups beyond the top kept", base.other, current.other,
+                                  wall_floor, scale))
+    drift = (scale - 1.0) * (math.fsum(g.mean for g in base.groups) + math.fsum(base.other) / base.windows)
+    # Additive parts are the groups on the step's own path: its ops, its retracing, and the consumer's wait
+    # for input. tf.data's threads work alongside the consumer and a stage's time includes its wait for
+    # the stage upstream, so stage times overlap: they explain the wait instead of adding to the change.
+    critical = [c for c in changes if c.kind not in PIPELINE_KINDS]
+    # Largest first whatever its sign: the measured change is itself noisy, and ranking by its sign
+    # would put a small saving before a large growth when noise flipped it.
+    moved = sorted((c for c in critical if c.beyond_noise), key=lambda c: -abs(c.delta))
+    pipeline = _upstream_first([c for c in changes if c.kind in PIPELINE_KINDS and c.beyond_noise])
+    wait = next((c for c in changes if c.key == "wait:input"), None)
+    causes = tuple(moved[:limit])
+    paced_by = _paced_by(wait, pipeline, changes) if wait is not None and wait.beyond_noise else None
+    explained = math.fsum(c.delta for c in causes)
+    return Attribution(measured=measured, profiled=current.wall_mean - base.wall_mean,
+                       profiled_noise=_noise(base.wall, current.wall, 0.0, 0.0),
+                       causes=causes, unlisted=tuple(moved[limit:]),
+                       within_noise=sum(1 for c in changes if not c.beyond_noise),
+                       remainder=measured - explained - drift, input_wait=wait, paced_by=paced_by,
+                       scale=scale, drift=drift,
+                       pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir)
+
+
+def attribution_dict(att: Attribution) -> dict[str, object]:
+    """The JSON form for reports: milliseconds per iteration, causes in order, the lines as printed."""
+    def ms(seconds: float) -> float:
+        return round(seconds * 1e3, 4)
+
+    def change(c: Change) -> dict[str, object]:
+        out: dict[str, object] = {"key": c.key, "kind": c.kind, "label": c.label, "how": c.how,
+                                  "delta_ms": ms(c.delta), "noise_ms": ms(c.noise)}
+        if c.kind == "stage":
+            out.update(base_parallel=c.base_parallel, current_parallel=c.current_parallel,
+                       base_ms_per_element=None if c.base_per_element is None else ms(c.base_per_element),
+                       current_ms_per_element=None if c.current_per_element is None else ms(c.current_per_element))
+        return out
+
+    return {
+        "measured_ms": ms(att.measured), "profiled_ms": ms(att.profiled), "profiled_noise_ms": ms(att.profiled_noise),
+        "common_factor": round(att.scale, 4), "common_factor_ms": ms(att.drift),
+        "causes": [change(c) for c in att.causes], "unlisted": [change(c) for c in att.unlisted],
+        "remainder_ms": ms(att.remainder), "within_noise": att.within_noise,
+        "input_wait": change(att.input_wait) if att.input_wait else None,
+        "paced_by": change(att.paced_by) if att.paced_by else None,
+        "pipeline": [change(c) for c in att.pipeline],
+        "base_logdir": att.base_logdir, "current_logdir": att.current_logdir,
+        "lines": explanation_lines(att),
+    }
+
+
+def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
+    """``where the time went: ...`` and one line per cause, the remainder, and where the raw profiles are."""
+    scale, u = (1e3, "ms") if unit == "ms" else (1e6, "us")
+
+    def t(seconds: float, sign: bool = True) -> str:
+        value = seconds * scale
+        digits = 2 if abs(value) < 10 else 1
+        return f"{value:+.{digits}f} {u}" if sign else f"{value:.{digits}f} {u}"
+
+    head = (f"where the time went: {t(att.measured)}/iteration measured "
+            f"(profiled pass {t(att.profiled)} ±{t(att.profiled_noise, sign=False)})")
+    lines = [head]
+    if att.nothing_moved:
+        lines.append(f"  no op or stage moved beyond its noise ({att.within_noise} groups compared)")
+    elif not att.causes:
+        lines.append("  nothing on the step's own path (its ops, the consumer's wait) moved beyond its noise")
+    if abs(att.drift) > 0.0 and abs(att.scale - 1.0) >= 0.02:
+        lines.append(f"  every group x{att.scale:.2f} (machine load, threads, or a change that touches every op): "
+                     f"{t(att.drift)}")
+    for change in att.causes:
+        lines.append(f"  {_describe(change)} {change.how} {t(change.delta)} ±{t(change.noise, sign=False)}"
+                     + _stage_note(change, t))
+        if change.kind == "input wait" and att.paced_by is not None:
+            p = att.paced_by
+            moved = f" {p.how} {t(p.delta)}" if p.beyond_noise else ""
+            lines.append(f"    behind it: {_describe(p)}{moved}" + _stage_note(p, t))
+    others = [c for c in att.pipeline if c is not att.paced_by][:3]
+    if others:
+        lines.append("  tf.data also moved (stage times overlap: each includes its wait for the stage upstream):")
+        lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" + _stage_note(c, t)
+                  for c in others]
+    more = f"; {len(att.unlisted)} more moved ({t(math.fsum(c.delta for c in att.unlisted))})" if att.unlisted else ""
+    lines.append(f"  remainder {t(att.remainder)} (within-noise groups, time outside ops and stages, "
+                 f"profiler and run-to-run difference{more})")
+    if att.base_logdir or att.current_logdir:
+        lines.append(f"  raw profiles: tensorboard --logdir {att.base_logdir} (baseline), "
+                     f"tensorboard --logdir {att.current_logdir} (current)")
+    return lines
+
+
+def _upstream_first(changes: Sequence[Change]) -> list[Change]:
+    """Stages farthest from the consumer first: a stage's time includes waiting for the one upstream, so
+    when several grew, the most upstream one is where the work grew. Function work (no path) after them."""
+    def depth(c: Change) -> int:
+        return c.key.count("/") + 1 if c.kind == "stage" else 0
+    return sorted(changes, key=lambda c: (-depth(c), -abs(c.delta)))
+
+
+def _paced_by(wait: Change, pipeline: Sequence[Change], changes: Sequence[Change]) -> Change | None:
+    """The tf.data stage behind a change in the consumer's wait.
+
+    First the most upstream stage that moved beyond its noise the same way
+    (then tf.data function work); else a stage whose parallelism changed the
+    way that explains the wait (parallel -> sequential for a longer wait);
+    else, for a longer wait, the stage with the most time per iteration now.
+    """
+    sign = 1.0 if wait.delta >= 0 else -1.0
+    same_way = [c for c in pipeline if sign * c.delta > 0]
+    if same_way:
+        return same_way[0]
+    stages = [c for c in changes if c.kind == "stage"]
+    for change in stages:
+        if change.base_parallel is not None and change.current_parallel is not None \
+                and change.base_parallel != change.current_parallel and change.current_parallel == (sign < 0):
+            return change
+    if sign > 0 and stages:
+        return max(stages, key=lambda c: c.current)
+    return None
+
+
+def _describe(change: Change) -> str:
+    if change.kind in ("layer", "op") and change.label:
+        return change.label
+    if change.kind == "stage":
+        mode = _mode(change.current_parallel if change.how != "vanished" else change.base_parallel)
+        was = _mode(change.base_parallel)
+        note = f"; was {was}" if change.how not in ("appeared", "vanished") and was != mode else ""
+        return f"{change.label} (tf.data stage, {mode}{note})"
+    return change.label
+
+
+def _mode(parallel: bool | None) -> str:
+    return "parallel" if parallel else "sequential"
+
+
+def _stage_note(change: Change, t: object) -> str:
+    if change.kind != "stage":
+        return ""
+    parts = []
+    for side, value in (("was", change.base_per_element), ("now", change.current_per_element)):
+        if value is not None:
+            parts.append(f"{side} {value * 1e3:.2f} ms/element")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _common_scale(base: Profile, current: Profile) -> float:
+    """The factor most groups moved by together: the median current/baseline ratio of the groups both have.
+
+    Two profiles taken minutes apart on a loaded machine differ by a common
+    factor (every op 30% slower) more than their windows differ among
+    themselves. Comparing each group with the baseline scaled by that factor
+    names what moved *differently*; the factor's own share of the change is
+    stated as a part of its own. A planted change in one layer moves one
+    group and leaves the median alone; with fewer than ``DRIFT_MIN_GROUPS``
+    groups to read it from, the factor is 1.
+    """
+    floor = DRIFT_GROUP_SHARE * base.wall_mean
+    ratios = []
+    for group in base.groups:
+        other = current.group(group.key)
+        if group.kind in ("layer", "op") and other is not None and group.mean > floor and other.mean > floor:
+            ratios.append(other.mean / group.mean)
+    if len(ratios) < DRIFT_MIN_GROUPS:
+        return 1.0
+    ratios.sort()
+    middle = len(ratios) // 2
+    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+
+
+def _change(b: Group | None, c: Group | None, base: Profile, current: Profile, wall_floor: float,
+            scale: float = 1.0) -> Change:
+    ref = c if c is not None else b
+    assert ref is not None
+    kb = base.windows
+    kc = current.windows
+    bw = b.per_window if b is not None else (0.0,) * kb
+    cw = c.per_window if c is not None else (0.0,) * kc
+    hidden = (base.smallest_kept if b is None else 0.0) + (current.smallest_kept if c is None else 0.0)
+    label = ref.describe() if ref.kind not in ("stage",) else ref.label
+    change = _series_change(ref.key, ref.kind, label, bw, cw, wall_floor, scale, hidden=hidden)
+    how = change.how
+    if b is None:
+        how = "appeared"
+    elif c is None:
+        how = "vanished"
+    return Change(key=change.key, kind=change.kind, label=label, how=how, delta=change.delta, noise=change.noise,
+                  base=change.base, current=change.current,
+                  base_per_element=b.per_element if b is not None else None,
+                  current_per_element=c.per_element if c is not None else None,
+                  base_parallel=b.parallel if b is not None else None,
+                  current_parallel=c.parallel if c is not None else None)
+
+
+def _series_change(key: str, kind: str, label: str, base: Sequence[float], current: Sequence[float],
+                   wall_floor: float, scale: float = 1.0, *, hidden: float = 0.0) -> Change:
+    """Current minus ``scale`` x baseline; a group absent from one side's top adds that side's cut-off to its noise."""
+    mb = math.fsum(base) / len(base)
+    mc = math.fsum(current) / len(current)
+    delta = mc - scale * mb
+    noise = _noise(base, current, max(abs(scale * mb), abs(mc)), wall_floor, scale) + hidden
+    how = "grew" if delta >= 0 else "shrank"
+    return Change(key=key, kind=kind, label=label, how=how, delta=delta, noise=noise, base=mb, current=mc)
+
+
+def _noise(base: Sequence[float], current: Sequence[float], level: float, wall_floor: float,
+           scale: float = 1.0) -> float:
+    se = math.sqrt(scale * scale * _var(base) / len(base) + _var(current) / len(current))
+    return max(Z * se, RELATIVE_FLOOR * level, wall_floor)
+
+
+def _var(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)

@@ -1,0 +1,165 @@
+"""A compact profile of one step or pipeline: per-window time per iteration for each group of ops or tf.data stage.
+
+What TensorFlow's profiler records (hundreds of thousands of events) is
+reduced to what a comparison needs, a few KB, so that a baseline can store it
+and review it in git:
+
+- ``wall``: each profiled window's wall time per iteration;
+- ``groups``: self time per iteration of each group (a layer's ops, an op
+  family outside layers, a tf.data stage, the consumer's wait for input, the
+  retracing of a ``tf.function``), one value per window, so that the
+  window-to-window spread says how much a group moves by itself;
+- ``other``: the groups beyond the ``top`` kept, summed;
+- ``input_wait``: the consumer's ``IteratorGetNext`` time per iteration.
+
+Times are seconds. ``to_dict``/``from_dict`` give the stored, versioned form
+(microseconds, rounded); a form of another version is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FORMAT_VERSION = 1
+GROUP_KINDS = ("layer", "op", "stage", "tf.data work", "input wait", "retracing")
+
+
+class ProfileFormatError(ValueError):
+    """A stored profile that cannot be read: another version, or a field missing or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Self time per iteration of one group, per profiled window."""
+
+    key: str  # what is compared between profiles: "layer:sequential/planted_conv", "stage:Prefetch/Map"
+    kind: str  # one of GROUP_KINDS
+    label: str  # how a person reads it: "planted_conv", "Prefetch/Map (tf.data stage)"
+    families: tuple[str, ...]  # the op families in it, largest first ("Conv2D", "BiasAdd")
+    per_window: tuple[float, ...]  # seconds of self time per iteration, one per window
+    per_element: float | None = None  # stages: seconds per element they produced
+    parallel: bool | None = None  # stages: whether it ran on more than one thread
+
+    @property
+    def mean(self) -> float:
+        return _mean(self.per_window)
+
+    def describe(self) -> str:
+        if self.kind == "stage":
+            mode = "parallel" if self.parallel else "sequential"
+            return f"{self.label} (tf.data stage, {mode})"
+        if self.kind == "layer" and self.families:  # an op group's label is its family already
+            return f"{self.label} ({self.families[0]} family)"
+        return self.label
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One profiled pass: ``windows`` windows of ``iterations`` iterations each."""
+
+    name: str
+    iterations: int  # per window
+    wall: tuple[float, ...]  # seconds per iteration, one per window
+    groups: tuple[Group, ...]  # largest first
+    other: tuple[float, ...]  # seconds per iteration of the groups not kept, per window
+    smallest_kept: float  # seconds per iteration of the smallest group kept: a group absent was below it
+    input_wait: tuple[float, ...]  # seconds per iteration the consumer spent in IteratorGetNext, per window
+    elements: float  # tf.data elements the consumer took per iteration (0 for a step without input)
+    host_tracer_level: int = 2
+    logdir: str | None = None  # where ``tensorboard --logdir`` opens the raw profile
+
+    @property
+    def windows(self) -> int:
+        return len(self.wall)
+
+    @property
+    def wall_mean(self) -> float:
+        return _mean(self.wall)
+
+    def group(self, key: str) -> Group | None:
+        for group in self.groups:
+            if group.key == key:
+                return group
+        return None
+
+    def stages(self) -> tuple[Group, ...]:
+        return tuple(g for g in self.groups if g.kind == "stage")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": FORMAT_VERSION,
+            "name": self.name,
+            "iterations": self.iterations,
+            "host_tracer_level": self.host_tracer_level,
+            "logdir": self.logdir,
+            "unit": "us per iteration",
+            "wall": _us(self.wall),
+            "other": _us(self.other),
+            "smallest_kept": round(self.smallest_kept * 1e6, 1),
+            "input_wait": _us(self.input_wait),
+            "elements": round(self.elements, 3),
+            "groups": [_group_dict(g) for g in self.groups],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Profile:
+        version = data.get("version") if isinstance(data, Mapping) else None
+        if version != FORMAT_VERSION:
+            raise ProfileFormatError(f"profile format version {version!r} is not {FORMAT_VERSION}, the one this "
+                                     "pytest-tfperf reads; profile again to store one it reads")
+        try:
+            wall = _seconds(data["wall"])
+            groups = tuple(_group_from(g, len(wall)) for g in data["groups"])
+            other = _seconds(data["other"])
+            input_wait = _seconds(data["input_wait"])
+            if len(other) != len(wall) or len(input_wait) != len(wall) or not wall:
+                raise ValueError("window counts differ")
+            return cls(name=str(data["name"]), iterations=int(data["iterations"]), wall=wall, groups=groups,
+                       other=other, smallest_kept=float(data["smallest_kept"]) / 1e6, input_wait=input_wait,
+                       elements=float(data["elements"]), host_tracer_level=int(data["host_tracer_level"]),
+                       logdir=data.get("logdir"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProfileFormatError(f"stored profile is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def _us(values: Sequence[float]) -> list[float]:
+    return [round(v * 1e6, 1) for v in values]
+
+
+def _seconds(values: Any) -> tuple[float, ...]:
+    out = tuple(float(v) / 1e6 for v in values)
+    if not all(math.isfinite(v) for v in out):
+        raise ValueError("a value is not finite")
+    return out
+
+
+def _group_dict(group: Group) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": group.key, "kind": group.kind, "label": group.label,
+                           "families": list(group.families), "per_window": _us(group.per_window)}
+    if group.per_element is not None:
+        out["per_element"] = round(group.per_element * 1e6, 1)
+    if group.parallel is not None:
+        out["parallel"] = group.parallel
+    return out
+
+
+def _group_from(data: Mapping[str, Any], windows: int) -> Group:
+    kind = str(data["kind"])
+    if kind not in GROUP_KINDS:
+        raise ValueError(f"unknown group kind {kind!r}")
+    per_window = _seconds(data["per_window"])
+    if len(per_window) != windows:
+        raise ValueError(f"group {data['key']!r} has {len(per_window)} windows, the profile {windows}")
+    per_element = data.get("per_element")
+    parallel = data.get("parallel")
+    return Group(key=str(data["key"]), kind=kind, label=str(data["label"]),
+                 families=tuple(str(f) for f in data.get("families", ())), per_window=per_window,
+                 per_element=None if per_element is None else float(per_element) / 1e6,
+                 parallel=None if parallel is None else bool(parallel))

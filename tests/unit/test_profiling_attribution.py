@@ -1,0 +1,192 @@
+"""The measured change split over the groups that moved beyond their noise, adding up, from fake profiles."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import json
+
+from pytest_tfperf.profiling.attribution import attribute, attribution_dict, explanation_lines
+from pytest_tfperf.profiling.model import Group, Profile
+
+MS = 1e-3
+
+
+def group(key: str, values: tuple[float, ...], kind: str = "layer", **extra: object) -> Group:
+    label = "input wait (consumer)" if kind == "input wait" else key.split(":", 1)[1].rsplit("/", 1)[-1]
+    families = ("Conv2D",) if kind in ("layer", "op") else ()
+    return Group(key=key, kind=kind, label=label, families=families, per_window=tuple(v * MS for v in values),
+                 **extra)  # type: ignore[arg-type]
+
+
+def profile(*groups: Group, wall: tuple[float, ...] = (20, 20.2, 19.8, 20.1, 19.9), logdir: str | None = None,
+            wait: tuple[float, ...] | None = None) -> Profile:
+    k = len(wall)
+    return Profile(name="p", iterations=10, wall=tuple(w * MS for w in wall), groups=groups, other=(0.1 * MS,) * k,
+                   smallest_kept=0.0, input_wait=tuple(v * MS for v in (wait or (0.0,) * k)), elements=0.0,
+                   logdir=logdir)
+
+
+STEADY = (10.0, 10.1, 9.9, 10.05, 9.95)
+BASE = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+               logdir="/logs/base")
+
+
+def test_a_planted_layer_appears_and_the_parts_add_up_to_the_measured_change() -> None:
+    current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+                      group("layer:m/planted_conv", (3.8, 3.9, 3.7, 3.8, 3.8)),
+                      wall=(24, 24.1, 23.9, 24.2, 23.8), logdir="/logs/current")
+    att = attribute(BASE, current, 4.1 * MS)
+    assert [c.key for c in att.causes] == ["layer:m/planted_conv"]
+    top = att.top
+    assert top is not None and top.how == "appeared" and top.delta == pytest.approx(3.8 * MS)
+    assert math.isclose(att.explained + att.remainder, att.measured)
+    assert att.remainder == pytest.approx(0.3 * MS)
+    lines = explanation_lines(att)
+    assert lines[0].startswith("where the time went: +4.10 ms/iteration measured (profiled pass +4.00 ms")
+    assert lines[1].startswith("  planted_conv (Conv2D family) appeared +3.80 ms ±")
+    assert lines[2].startswith("  remainder +0.30 ms")
+    assert lines[3] == ("  raw profiles: tensorboard --logdir /logs/base (baseline), "
+                        "tensorboard --logdir /logs/current (current)")
+
+
+def test_the_json_form_carries_causes_remainder_and_lines() -> None:
+    current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+                      group("layer:m/planted_conv", (3.8,) * 5), logdir="/logs/current")
+    data = json.loads(json.dumps(attribution_dict(attribute(BASE, current, 4.1 * MS))))
+    assert data["measured_ms"] == 4.1 and data["remainder_ms"] == pytest.approx(0.3)
+    assert data["causes"] == [{"key": "layer:m/planted_conv", "kind": "layer", "label": "planted_conv (Conv2D family)",
+                               "how": "appeared", "delta_ms": 3.8, "noise_ms": data["causes"][0]["noise_ms"]}]
+    assert data["lines"][0].startswith("where the time went") and data["current_logdir"] == "/logs/current"
+
+
+def test_unchanged_code_says_nothing_moved_beyond_its_noise() -> None:
+    again = profile(group("layer:m/dense", (10.02, 9.97, 10.1, 9.9, 10.0)),
+                    group("layer:m/conv", (5.02, 4.98, 5.0, 5.03, 4.97)))
+    att = attribute(BASE, again, 0.05 * MS)
+    assert att.causes == () and att.top is None and att.nothing_moved
+    assert att.remainder == pytest.approx(0.05 * MS)
+    assert "no op or stage moved beyond its noise (3 groups compared)" in explanation_lines(att)[1]
+
+
+def test_a_change_inside_its_window_to_window_spread_is_not_a_cause() -> None:
+    jumpy = (6.0, 14.0, 7.0, 13.0, 10.0)  # a spread of several ms between windows
+    base = profile(group("layer:m/dense", jumpy))
+    current = profile(group("layer:m/dense", tuple(v + 2.0 for v in jumpy)))
+    assert attribute(base, current, 2.0 * MS).causes == ()
+    steady = profile(group("layer:m/dense", STEADY))
+    grown = profile(group("layer:m/dense", tuple(v + 6.0 for v in STEADY)))
+    (cause,) = attribute(steady, grown, 6.0 * MS).causes
+    assert cause.how == "grew" and cause.noise < 6.0 * MS
+
+
+def test_a_vanished_group_and_a_faster_run_rank_the_largest_change_first() -> None:
+    # dense 7 ms faster (beyond the 30% a group may move between processes), conv (5 ms) gone
+    current = profile(group("layer:m/dense", tuple(v - 7 for v in STEADY)))
+    att = attribute(BASE, current, -12.0 * MS)
+    assert [(c.key, c.how) for c in att.causes] == [("layer:m/dense", "shrank"), ("layer:m/conv", "vanished")]
+    assert att.explained + att.remainder == pytest.approx(-12.0 * MS)
+    small = profile(group("layer:m/dense", tuple(v - 1 for v in STEADY)), group("layer:m/conv", (5.0,) * 5))
+    assert attribute(BASE, small, -1.0 * MS).causes == ()  # 10% of a group is within what processes differ by
+
+
+def test_a_fusion_inside_a_layer_moves_nothing() -> None:
+    # MatMul + BiasAdd + Relu fused into _FusedMatMul: same layer group, same time, other families
+    base = profile(Group("layer:m/dense", "layer", "dense", ("MatMul", "BiasAdd", "Relu"), (10 * MS,) * 5))
+    current = profile(Group("layer:m/dense", "layer", "dense", ("MatMul",), (10 * MS,) * 5))
+    assert attribute(base, current, 0.0).causes == ()
+
+
+def test_the_listed_causes_are_capped_and_the_rest_is_in_the_remainder() -> None:
+    # 8 layers grew, 9 did not (most groups unchanged: no common drift)
+    base = profile(*(group(f"layer:m/l{i}", STEADY) for i in range(17)))
+    current = profile(*(group(f"layer:m/l{i}", tuple(v + (5 + i if i < 8 else 0) for v in STEADY))
+                        for i in range(17)))
+    att = attribute(base, current, 80 * MS, limit=3)
+    assert [c.key for c in att.causes] == ["layer:m/l7", "layer:m/l6", "layer:m/l5"]
+    assert len(att.unlisted) == 5
+    assert att.remainder == pytest.approx((80 - 12 - 11 - 10) * MS)
+    assert "5 more moved (+35.0 ms)" in explanation_lines(att)[-1]
+
+
+def test_a_large_growth_is_named_first_even_when_noise_made_the_measured_change_negative() -> None:
+    current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (3.0,) * 5),
+                      group("layer:m/planted", (20.0,) * 5))
+    att = attribute(BASE, current, -1.0 * MS)
+    assert [c.key for c in att.causes] == ["layer:m/planted", "layer:m/conv"]
+
+
+def test_a_common_slowdown_is_a_part_of_its_own_and_the_planted_layer_still_stands_out() -> None:
+    layers = [group(f"layer:m/l{i}", tuple(v * (1 + i / 10) for v in STEADY)) for i in range(6)]
+    base = profile(*layers)
+    loaded = [Group(g.key, g.kind, g.label, g.families, tuple(v * 1.3 for v in g.per_window)) for g in layers]
+    current = profile(*loaded, group("layer:m/planted", (8.0, 8.1, 7.9, 8.0, 8.0)))
+    measured = 0.3 * sum(g.mean for g in layers) + 0.3 * 0.1 * MS + 8.0 * MS
+    att = attribute(base, current, measured)
+    assert att.scale == pytest.approx(1.3)
+    assert [c.key for c in att.causes] == ["layer:m/planted"]  # the others moved with everything else
+    assert att.explained + att.drift + att.remainder == pytest.approx(measured)
+    assert att.remainder == pytest.approx(0.0, abs=1e-9)
+    assert explanation_lines(att)[1].startswith("  every group x1.30 (machine load, threads, or a change that")
+    few = attribute(profile(*layers[:3]), profile(*loaded[:3]), measured)
+    assert few.scale == 1.0 and few.drift == 0.0  # too few groups to tell a drift from a change
+
+
+def test_a_group_hidden_in_other_on_one_side_needs_to_beat_that_sides_smallest_kept() -> None:
+    base = Profile(name="p", iterations=1, wall=(0.02,) * 5, groups=(group("layer:m/dense", STEADY),),
+                   other=(0.1 * MS,) * 5, smallest_kept=4 * MS, input_wait=(0.0,) * 5, elements=0.0)
+    current = profile(group("layer:m/dense", STEADY), group("layer:m/small", (3.0,) * 5))
+    assert attribute(base, current, 0.0).causes == ()  # 3 ms could have been in base's "other" (< 4 ms)
+
+
+def stage(key: str, values: tuple[float, ...], parallel: bool, per_element: float) -> Group:
+    return Group(key=key, kind="stage", label=key[6:], families=(), per_window=tuple(v * MS for v in values),
+                 per_element=per_element * MS, parallel=parallel)
+
+
+def test_a_longer_input_wait_is_explained_by_the_most_upstream_stage_that_grew() -> None:
+    wait_base = group("wait:input", (1.0,) * 5, kind="input wait")
+    wait_now = group("wait:input", (9.0, 9.1, 8.9, 9.0, 9.0), kind="input wait")
+    base = profile(wait_base, stage("stage:Prefetch/Map", (2.0,) * 5, True, 0.5),
+                   stage("stage:Prefetch/Map/FlatMap/Generator", (0.5,) * 5, False, 0.1))
+    # the map waits for the slow source, so both grew: the source is where the work grew
+    current = profile(wait_now, stage("stage:Prefetch/Map", (10.0,) * 5, True, 2.5),
+                      stage("stage:Prefetch/Map/FlatMap/Generator", (8.5,) * 5, False, 2.1))
+    att = attribute(base, current, 8.0 * MS)
+    assert [c.key for c in att.causes] == ["wait:input"]  # the additive part: the consumer's wait
+    assert att.top is not None and att.top.key == "stage:Prefetch/Map/FlatMap/Generator"
+    assert [c.key for c in att.pipeline] == ["stage:Prefetch/Map/FlatMap/Generator", "stage:Prefetch/Map"]
+    lines = explanation_lines(att)
+    assert lines[1].startswith("  input wait (consumer) grew +8.00 ms")
+    assert lines[2].startswith("    behind it: Prefetch/Map/FlatMap/Generator (tf.data stage, sequential) grew")
+    assert "was 0.10 ms/element, now 2.10 ms/element" in lines[2]
+    assert lines[3].startswith("  tf.data also moved")
+
+
+def test_a_map_that_lost_its_parallelism_is_named_though_its_work_per_element_is_the_same() -> None:
+    base = profile(group("wait:input", (1.0,) * 5, kind="input wait"), stage("stage:Prefetch/Map", (4.0,) * 5, True, 4))
+    current = profile(group("wait:input", (3.0,) * 5, kind="input wait"),
+                      stage("stage:Prefetch/Map", (4.0,) * 5, False, 4))
+    att = attribute(base, current, 2.0 * MS)
+    assert att.top is not None and att.top.key == "stage:Prefetch/Map"
+    assert "behind it: Prefetch/Map (tf.data stage, sequential; was parallel)" in explanation_lines(att)[2]
+
+
+def test_a_stage_that_moved_while_the_wait_stayed_within_its_noise_is_still_named() -> None:
+    base = profile(group("wait:input", (1.0, 4.0, 2.0, 6.0, 1.0), kind="input wait"),
+                   stage("stage:Prefetch/Map", (1.0,) * 5, False, 0.5))
+    current = profile(group("wait:input", (3.0, 9.0, 2.0, 8.0, 3.0), kind="input wait"),
+                      stage("stage:Prefetch/Map", (9.0,) * 5, False, 4.5))
+    att = attribute(base, current, 2.0 * MS)
+    assert att.causes == () and not att.nothing_moved
+    assert att.top is not None and att.top.key == "stage:Prefetch/Map"
+    lines = explanation_lines(att)
+    assert lines[1] == "  nothing on the step's own path (its ops, the consumer's wait) moved beyond its noise"
+    assert lines[2].startswith("  tf.data also moved")
+
+
+def test_a_measured_change_that_is_not_a_number_is_refused() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        attribute(BASE, BASE, float("nan"))
