@@ -205,7 +205,9 @@ def _write_html(s: FinishedSession, written: list[str]) -> None:
 def _write_markdown(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.reports import report
 
-    text = "\n".join(report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes])) + "\n"
+    explanations = [o.explanation.headline if getattr(o, "explanation", None) is not None else None
+                    for o in s.outcomes]
+    text = "\n".join(report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations)) + "\n"
     if s.config.markdown_path:
         Path(s.config.markdown_path).parent.mkdir(parents=True, exist_ok=True)  # as for the JSON and HTML
         with open(s.config.markdown_path, "w", encoding="utf-8") as fh:

@@ -44,6 +44,7 @@ class TfPerfSession:
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
         self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
         self.calibration: Measurement | None = None  # this process's run of the calibration workload (refreshes)
+        self.profiler: Any = None  # --tfperf-explain's profiled pass (profiling.capture.profile_step); tests fake it
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -131,6 +132,8 @@ class TfPerfSession:
                 outcomes[name].notices.append(
                     f"{measured[name].test_id}: re-measured once because the first verdict was borderline; "
                     "judged on both measurements pooled")
+        if self.config.explain and reference is not None:
+            self._explain_pairs(fx, workloads, measured, outcomes, reference, settings)
         fx.results.update(measured)
         for name, o in outcomes.items():
             o.item_id, o.variant = fx._node_id, name
@@ -139,6 +142,20 @@ class TfPerfSession:
         if failures:
             fail_test("\n\n".join(failures))
         return measured
+
+    def _explain_pairs(self, fx: TfPerf, workloads: dict[str, Workload], measured: dict[str, Measurement],
+                       outcomes: dict[str, Outcome], reference: str, settings: RunSettings) -> None:
+        """--tfperf-explain: each variant whose paired throughput verdict regressed gets a profiled pass of the
+        reference and of itself, after the timed rounds (never in them), and the change attributed."""
+        from pytest_tfperf.session.explain import explain_pair
+
+        for name, o in outcomes.items():
+            if name == reference or not o.throughput_regressed:
+                continue
+            ref = measured[reference]
+            o.explanation = explain_pair(o.measurement.test_id, workloads[reference], workloads[name],
+                                         measured_s=o.measurement.median_s - ref.median_s, median_s=ref.median_s,
+                                         budget_s=settings.budget_s, rootdir=self.rootdir, profiler=self.profiler)
 
     # -- --tfperf-against: the same test of the other version, in a partner session --------
 
@@ -294,6 +311,8 @@ class TfPerfSession:
         for d in o.measurement.diagnoses:
             if d.severity != "info":
                 parts.append(f"  diagnosis: {d.summary}")
+        if o.explanation is not None:
+            parts += [f"  {line}" for line in o.explanation.lines]
         return "\n".join(parts)
 
     def refresh_hint(self, o: Outcome) -> str:
