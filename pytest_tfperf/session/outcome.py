@@ -26,6 +26,7 @@ class Outcome:
     notices: list[str] = field(default_factory=list)
     reference: Measurement | None = None  # the partner's measurement (--tfperf-against), for the reports
     explanation: Any = None  # session.explain.Explanation under --tfperf-explain, for a throughput regression
+    stored_profile: Any = None  # the stored baseline's compact profile (a dict as stored), when it has one
 
     @property
     def label(self) -> str:
