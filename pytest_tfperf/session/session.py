@@ -168,7 +168,6 @@ class TfPerfSession:
                     self.profiles[m.test_id] = stored
                 else:
                     outcomes[name].notices.append(f"{m.test_id}: no profile stored in its baseline: {why}")
-            return
         for name, o in outcomes.items():
             if not o.throughput_regressed:
                 continue
