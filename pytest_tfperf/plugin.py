@@ -75,6 +75,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="measure each test beside the same test of another version of the code (a git revision, "
                          "checked out for the run, or a directory), rounds interleaved, and judge the pair: the "
                          "reliable gate on a noisy machine")
+    group.addoption("--tfperf-explain", action="store_true", default=None,
+                    help="explain a throughput regression from TensorFlow's profiler: profile both sides after "
+                         "the measurement (never in the timed rounds) and say which ops or tf.data stages moved "
+                         "(default: ini tfperf_explain or false); with --tfperf-update, store each test's "
+                         "compact profile in its baseline")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
                     help="longest an iteration may run before it fails as stalled (default 300)")
     group.addoption("--tfperf-no-watchdog", action="store_true", default=False,
@@ -84,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_rounds", "timed rounds per benchmark", default="5")
     parser.addini("tfperf_throughput_gate", "warn or fail on a stored-baseline throughput regression",
                   default="fail")
+    parser.addini("tfperf_explain", "explain throughput regressions from a profiled pass of each side",
+                  type="bool", default=False)
     parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
 
 
@@ -249,6 +256,8 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         # pytest's own faulthandler timer is the same single timer: leave it alone when set.
         hard_exit=not float(config.getini("faulthandler_timeout") or 0),
         against=None if quiet else opt("--tfperf-against"),
+        explain=bool(opt("--tfperf-explain") if opt("--tfperf-explain") is not None
+                     else config.getini("tfperf_explain")),
     )
 
 

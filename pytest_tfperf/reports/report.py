@@ -147,8 +147,12 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
-def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> list[str]:
-    """A Markdown table for pull requests and ``$GITHUB_STEP_SUMMARY``: test, throughput, change, verdict."""
+def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None],
+                     explanations: Sequence[str | None] = ()) -> list[str]:
+    """A Markdown table for pull requests and ``$GITHUB_STEP_SUMMARY``: test, throughput, change, verdict.
+
+    ``explanations`` (one per row, or none) are --tfperf-explain's one-line headlines, listed under the table.
+    """
     gpu = _has_gpu_figures(rows)
     lines = ["### tfperf", "",
              "| test | throughput | change vs baseline | catches | peak TF | " + ("GPU mem | GPU busy | " if gpu else "")
@@ -175,6 +179,11 @@ def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None]) -> 
         # One line per test: a reason may carry the fresh process's last output lines.
         lines += [f"- `{test.replace('|', chr(92) + '|')}`: " + "; ".join(filter(None, map(str.strip, reason.splitlines())))
                   for test, reason in unconfirmed]
+    explained = [(row.measurement.test_id, line) for row, line in zip(rows, explanations) if line]
+    if explained:
+        lines += ["", "where the time went (--tfperf-explain; the whole decomposition is in the failure message "
+                      "and the JSON):", ""]
+        lines += [f"- `{test.replace('|', chr(92) + '|')}`: {line}" for test, line in explained]
     if gpu:
         lines += ["", ("GPU mem: NVML peak of this process (* the whole device), in brackets MiB the rounds added; "
                        "GPU busy: share of the time a kernel ran (NVML).")]

@@ -25,6 +25,8 @@ class Outcome:
     variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
     reference: Measurement | None = None  # the partner's measurement (--tfperf-against), for the reports
+    explanation: Any = None  # session.explain.Explanation under --tfperf-explain, for a throughput regression
+    stored_profile: Any = None  # the stored baseline's compact profile (a dict as stored), when it has one
 
     @property
     def label(self) -> str:
@@ -52,6 +54,11 @@ class Outcome:
     def warned_only(self) -> bool:
         """Only throughput regressed, against a stored baseline, under --tfperf-throughput-gate=warn."""
         return self.regressed_metrics == ["throughput"] and not self.throughput_fails and self.paired_with is None
+
+    @property
+    def throughput_regressed(self) -> bool:
+        """A throughput regression that fails this test (what --tfperf-explain explains)."""
+        return "throughput" in self.regressed_metrics and self.failed
 
     @property
     def failed(self) -> bool:

@@ -26,6 +26,7 @@ class FinishedSession(Protocol):
     calibration: Measurement | None  # the calibration workload, in a refresh's processes
     invocation: tuple[str, list[str]]
     invocation_args: tuple[str, ...]
+    profiles: dict[str, dict[str, Any]]  # --tfperf-update --tfperf-explain: test id -> compact profile
 
     @property
     def baseline_dir(self) -> str: ...
@@ -157,6 +158,7 @@ def _update_baselines(s: FinishedSession, written: list[str]) -> None:
         measurements + calibrated, s.environment(), only_improved=s.config.update_improved_only,
         is_improvement=lambda new, old: new.test_id in improved or new.test_id == CALIBRATION_ID,
         extra_runs=None if extra is None else extra.measurements, git_commit=commit,
+        profiles=getattr(s, "profiles", None) or None,
     )
     append_history(s.baseline_dir, measurements, s.environment(), git_commit=commit)
     tests = {t: m for t, m in (extra.measurements if extra is not None else {}).items() if t != CALIBRATION_ID}
@@ -205,7 +207,9 @@ def _write_html(s: FinishedSession, written: list[str]) -> None:
 def _write_markdown(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.reports import report
 
-    text = "\n".join(report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes])) + "\n"
+    explanations = [o.explanation.headline if getattr(o, "explanation", None) is not None else None
+                    for o in s.outcomes]
+    text = "\n".join(report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations)) + "\n"
     if s.config.markdown_path:
         Path(s.config.markdown_path).parent.mkdir(parents=True, exist_ok=True)  # as for the JSON and HTML
         with open(s.config.markdown_path, "w", encoding="utf-8") as fh:

@@ -44,6 +44,8 @@ class TfPerfSession:
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
         self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
         self.calibration: Measurement | None = None  # this process's run of the calibration workload (refreshes)
+        self.profiler: Any = None  # --tfperf-explain's profiled pass (profiling.capture.profile_step); tests fake it
+        self.profiles: dict[str, dict[str, Any]] = {}  # test id -> compact profile, for the refreshed baselines
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -131,6 +133,8 @@ class TfPerfSession:
                 outcomes[name].notices.append(
                     f"{measured[name].test_id}: re-measured once because the first verdict was borderline; "
                     "judged on both measurements pooled")
+        if self.config.explain:
+            self._explain(fx, workloads, measured, outcomes, reference, settings, against=against)
         fx.results.update(measured)
         for name, o in outcomes.items():
             o.item_id, o.variant = fx._node_id, name
@@ -139,6 +143,50 @@ class TfPerfSession:
         if failures:
             fail_test("\n\n".join(failures))
         return measured
+
+    def _explain(self, fx: TfPerf, workloads: dict[str, Workload], measured: dict[str, Measurement],
+                 outcomes: dict[str, Outcome], reference: str | None, settings: RunSettings, *,
+                 against: bool) -> None:
+        """--tfperf-explain, after the timed rounds (never in them).
+
+        A refresh profiles each test and keeps the profile for its baseline. A failed throughput verdict is
+        explained: a compare() variant against a profiled pass of its reference, a stored regression against
+        the baseline's profile. The verdict stands whatever happens here.
+        """
+        from pytest_tfperf.session.explain import Explanation, explain_pair, explain_stored, profile_dir, profile_side
+
+        if self.config.update:
+            for name, m in measured.items():
+                if m.timings.iterations <= 1:
+                    continue  # not stored either (outputs._update_baselines)
+                profile, why = profile_side(workloads[name], self.rootdir, m.test_id, "baseline",
+                                            _iterations(m, settings), self.profiler)
+                if profile is not None:
+                    stored = profile.to_dict()
+                    # Relative to the rootdir: the baseline is reviewed in git, read on other machines.
+                    stored["logdir"] = str(profile_dir(".", m.test_id, "baseline"))
+                    self.profiles[m.test_id] = stored
+                else:
+                    outcomes[name].notices.append(f"{m.test_id}: no profile stored in its baseline: {why}")
+        for name, o in outcomes.items():
+            if not o.throughput_regressed:
+                continue
+            if against:
+                o.explanation = Explanation(
+                    lines=("no explanation: --tfperf-against does not profile the other version yet",),
+                    reason="--tfperf-against does not profile the other version yet")
+            elif reference is not None and name != reference:
+                ref = measured[reference]
+                o.explanation = explain_pair(o.measurement.test_id, workloads[reference], workloads[name],
+                                             measured_s=o.measurement.median_s - ref.median_s,
+                                             median_s=ref.median_s, budget_s=settings.budget_s,
+                                             rootdir=self.rootdir, profiler=self.profiler)
+            elif o.stored is not None and o.paired_with is None:
+                baseline = o.stored[0]
+                o.explanation = explain_stored(o.measurement.test_id, o.stored_profile, workloads[name],
+                                               measured_s=o.measurement.median_s - baseline.median_s,
+                                               median_s=baseline.median_s, budget_s=settings.budget_s,
+                                               rootdir=self.rootdir, profiler=self.profiler)
 
     # -- --tfperf-against: the same test of the other version, in a partner session --------
 
@@ -294,6 +342,8 @@ class TfPerfSession:
         for d in o.measurement.diagnoses:
             if d.severity != "info":
                 parts.append(f"  diagnosis: {d.summary}")
+        if o.explanation is not None:
+            parts += [f"  {line}" for line in o.explanation.lines]
         return "\n".join(parts)
 
     def refresh_hint(self, o: Outcome) -> str:
@@ -349,6 +399,12 @@ class TfPerfSession:
             return None
         self.failures.append(failure)
         return failure.message
+
+
+def _iterations(m: Measurement, settings: RunSettings) -> int:
+    from pytest_tfperf.session.explain import iterations_for
+
+    return iterations_for(m.median_s, settings.budget_s)
 
 
 def _paired_settings(settings: RunSettings) -> RunSettings:

@@ -78,6 +78,7 @@ class StoredGate:
         n = len(runs.runs)
         outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
         outcome.stored = (match.measurement, runs)
+        outcome.stored_profile = match.baseline.profile
         outcome.verdict = judge(outcome.measurement, match.measurement, tolerances, runs=runs)
         outcome.throughput_fails = self.config.throughput_gate == "fail"
         if outcome.warned_only and outcome.gating:

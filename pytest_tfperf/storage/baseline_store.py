@@ -58,8 +58,17 @@ SCHEMA = "pytest-tfperf/baseline"
 #     process (run_id, recorded_at, kind, throughput_per_s, memory_added_bytes, traces_steady,
 #     git_commit); "measurement" is the first of them in full. A version-1 entry has one run: its
 #     measurement (the migration is the identity; the reader summarises the measurement).
-SCHEMA_VERSION = 2
-_MIGRATIONS: dict[int, Migration] = {1: lambda document: document}
+# 3 - an entry may hold "profile": the compact TensorFlow profile of the refresh's first process
+#     (``profiling.model.Profile.to_dict()``, a few KB), stored under --tfperf-update --tfperf-explain so
+#     that a stored regression can be explained (docs/explain.md). Stored as written; read by
+#     ``Profile.from_dict`` when used. Only a file with a profile in one of its entries is written as
+#     version 3: a version-2 reader refuses it as "written by a newer pytest-tfperf" instead of failing on
+#     an unknown key, and every file without a profile stays version 2, readable by older versions. A
+#     version-2 file is a valid version 3. A refresh without --tfperf-explain drops the entry's profile:
+#     it would describe code that is no longer the baseline's.
+SCHEMA_VERSION = 3
+PLAIN_SCHEMA_VERSION = 2  # what a file without any profile is written as
+_MIGRATIONS: dict[int, Migration] = {1: lambda document: document, 2: lambda document: document}
 
 DEFAULT_DIRECTORY = Path("benchmarks/baselines")
 DEFAULT_MAX_SAMPLES = 2000
@@ -126,6 +135,7 @@ class StoredBaseline:
     recorded_at: str  # UTC, ISO 8601
     written_by: str  # pytest-tfperf version
     runs: tuple[RunSummary, ...] = ()  # every run behind the baseline, one process each (measurement's first)
+    profile: Mapping[str, object] | None = None  # the refresh's compact profile (--tfperf-explain), as stored
 
     @property
     def fingerprint(self) -> str:
@@ -284,6 +294,7 @@ class BaselineStore:
         recorded_at: datetime | None = None,
         extra_runs: Mapping[str, Sequence[Measurement]] | None = None,
         git_commit: str = "",
+        profiles: Mapping[str, Mapping[str, object]] | None = None,
     ) -> SaveReport:
         """Record ``measurements`` (taken in ``environment``) as baselines, keeping every entry they do not replace.
 
@@ -292,6 +303,7 @@ class BaselineStore:
         A later measurement of the same test wins over an earlier one.
         ``extra_runs[test_id]``: the same test measured in other processes of
         the same refresh; each becomes one more run of the baseline.
+        ``profiles[test_id]``: the test's compact profile (``Profile.to_dict()``), stored in its entry.
         If any file to update cannot be read, nothing at all is written.
         """
         fingerprint = environment.fingerprint
@@ -337,9 +349,12 @@ class BaselineStore:
                 entries = {fp: raw for fp, (raw, _) in current[test_id].items()}
                 others = list((extra_runs or {}).get(test_id, ()))
                 entries[fingerprint] = self._entry_to_dict(measurement, environment, timestamp, version,
-                                                           others=others, git_commit=git_commit)
+                                                           others=others, git_commit=git_commit,
+                                                           profile=(profiles or {}).get(test_id))
                 path = self.path_for(test_id)
-                document = {"entries": entries, "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+                with_profile = any(isinstance(e, dict) and "profile" in e for e in entries.values())
+                document = {"entries": entries, "schema": SCHEMA,
+                            "schema_version": SCHEMA_VERSION if with_profile else PLAIN_SCHEMA_VERSION,
                             "test_id": test_id}
                 self._write(path, render_json(document), files)
                 files.append(path)
@@ -349,18 +364,22 @@ class BaselineStore:
         return SaveReport(tuple(written), tuple(not_improved), tuple(files))
 
     def _entry_to_dict(self, measurement: Measurement, environment: Environment, timestamp: str,
-                       version: str, *, others: Sequence[Measurement] = (), git_commit: str = "") -> JsonDict:
+                       version: str, *, others: Sequence[Measurement] = (), git_commit: str = "",
+                       profile: Mapping[str, object] | None = None) -> JsonDict:
         if not measurement.environment_id:
             measurement = replace(measurement, environment_id=environment.fingerprint)
         runs = [summarize(m, run_id=f"{timestamp}-{i + 1}", recorded_at=timestamp, kind=REFRESH,
                           git_commit=git_commit) for i, m in enumerate([measurement, *others])]
-        return {
+        entry: JsonDict = {
             "environment": environment_to_dict(environment),
             "measurement": measurement_to_dict(measurement, max_samples=self.max_samples),
             "recorded_at": timestamp,
             "runs": [run_summary_to_dict(r) for r in runs],
             "written_by": version,
         }
+        if profile is not None:
+            entry["profile"] = dict(profile)
+        return entry
 
     def _make_directory(self) -> None:
         try:
@@ -380,7 +399,9 @@ class BaselineStore:
 
 
 def _entry_from_dict(raw: object, test_id: str, key: str, where: Field) -> StoredBaseline:
-    data = read_object(raw, where, ("environment", "measurement", "recorded_at", "written_by"), ("runs",))
+    data = read_object(raw, where, ("environment", "measurement", "recorded_at", "written_by"), ("runs", "profile"))
+    if "profile" in data and not isinstance(data["profile"], dict):
+        raise where.key("profile").error("expected an object (a compact profile)")
     environment = environment_from_dict(data["environment"], where.key("environment"))
     if environment.fingerprint != key:
         raise where.error(f"is filed under fingerprint {key!r} but its environment has fingerprint "
@@ -405,4 +426,5 @@ def _entry_from_dict(raw: object, test_id: str, key: str, where: Field) -> Store
         recorded_at=recorded_at,
         written_by=read_str(data["written_by"], where.key("written_by")),
         runs=runs,
+        profile=data.get("profile"),
     )

@@ -62,9 +62,14 @@ SCHEMA = "pytest-tfperf/results"
 #     "unconfirmed" (a stored-gate regression that its fresh-process
 #     confirmation could not measure: not a failure), with its reason in
 #     "unconfirmed_reason" ("" otherwise).
-SCHEMA_VERSION = 4
+# 5 - per test an optional "explanation" (--tfperf-explain, on a failed throughput verdict): where the time
+#     went, as profiling.attribution.attribution_dict writes it (ms per iteration, causes, remainder,
+#     the lines as printed, the raw profiles' folders), or {"lines": [one line], "reason": why there is
+#     none}. Stored as written, not validated. A version-4 reader refuses the key (it refuses unknown
+#     keys), so the version is bumped; a version-4 file is a valid version 5.
+SCHEMA_VERSION = 5
 _MIGRATIONS: dict[int, Migration] = {1: lambda document: document, 2: lambda document: document,
-                                     3: lambda document: document}
+                                     3: lambda document: document, 4: lambda document: document}
 
 DEFAULT_MAX_SAMPLES = 2000  # as for baselines: the same data judged the same way
 _REGENERATE = "pytest --tfperf --tfperf-json=PATH"
@@ -106,6 +111,7 @@ class ResultsDocument:
     references: Mapping[str, Measurement] = field(default_factory=dict)
     effects: tuple[Mapping[str, Any], ...] = ()  # the catalog's fix-vs-anti effects, as written
     calibration: Measurement | None = None  # the calibration workload, measured by a refresh's processes
+    explanations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # test id -> its explanation
 
     def measurement(self, test_id: str) -> Measurement | None:
         for m in self.measurements:
@@ -175,6 +181,11 @@ def results_to_dict(
         reference = getattr(item, "reference", None)
         if isinstance(reference, Measurement):
             tests[m.test_id]["reference_measurement"] = measurement_to_dict(reference, max_samples=max_samples)
+        explanation = getattr(item, "explanation", None)
+        if explanation is not None:
+            tests[m.test_id]["explanation"] = to_json_value(
+                explanation.to_dict() if hasattr(explanation, "to_dict") else explanation,
+                f"explanation of {m.test_id!r}")
     for test_id, verdict in (verdicts or {}).items():
         entry = tests.setdefault(test_id, {"measurement": None, "verdict": None})
         entry["verdict"] = _verdict_to_dict(test_id, verdict)
@@ -230,9 +241,11 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
     verdicts: dict[str, Mapping[str, Any]] = {}
     compared_with: dict[str, str] = {}
     references: dict[str, Measurement] = {}
+    explanations: dict[str, Mapping[str, Any]] = {}
     for test_id, raw in sorted(tests.items()):
         where = top.key("tests").key(test_id)
-        entry = read_object(raw, where, ("measurement", "verdict"), ("compared_with", "reference_measurement"))
+        entry = read_object(raw, where, ("measurement", "verdict"), ("compared_with", "reference_measurement",
+                                                                        "explanation"))
         if entry["measurement"] is not None:
             m = measurement_from_dict(entry["measurement"], where.key("measurement"))
             if m.test_id != test_id:
@@ -250,6 +263,10 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
         if entry.get("reference_measurement") is not None:
             references[test_id] = measurement_from_dict(entry["reference_measurement"],
                                                         where.key("reference_measurement"))
+        if entry.get("explanation") is not None:
+            if not isinstance(entry["explanation"], dict):
+                raise where.key("explanation").error("expected an object or null")
+            explanations[test_id] = MappingProxyType(entry["explanation"])
     effects = doc.get("effects", [])
     if not isinstance(effects, list) or not all(isinstance(e, dict) for e in effects):
         raise top.key("effects").error("expected a list of objects")
@@ -265,6 +282,7 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
         effects=tuple(MappingProxyType(e) for e in effects),
         calibration=(None if doc.get("calibration") is None
                      else measurement_from_dict(doc["calibration"], top.key("calibration"))),
+        explanations=MappingProxyType(explanations),
     )
 
 

@@ -119,7 +119,8 @@ def test_file_is_plain_sorted_json_with_the_full_test_id(tmp_path: Path) -> None
     store.save([m], CPU, recorded_at=WHEN)
     text = store.path_for(m.test_id).read_text(encoding="utf-8")
     data = json.loads(text)
-    assert data["schema"] == "pytest-tfperf/baseline" and data["schema_version"] == SCHEMA_VERSION
+    # without a profile the file stays version 2, readable by versions from before profiles were stored
+    assert data["schema"] == "pytest-tfperf/baseline" and data["schema_version"] == 2 < SCHEMA_VERSION
     assert data["test_id"] == m.test_id
     assert text.startswith('{\n  "entries": {\n    "' + CPU.fingerprint + '": {\n      "environment": {\n')
     assert list(data) == sorted(data)
@@ -532,3 +533,48 @@ def test_a_run_with_a_bad_field_is_refused_and_kept(tmp_path: Path) -> None:
 ])
 def test_installed_tests_are_keyed_by_their_path_in_the_package(node_id: str, key: str) -> None:
     assert stable_test_key(node_id) == key
+
+
+# --------------------------------------------------------------------------- stored profiles (--tfperf-explain)
+
+
+def test_a_profile_is_stored_in_its_entry_and_the_file_becomes_version_3(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    m = measurement("t.py::test_p")
+    profile = {"format": 1, "name": "baseline", "groups": []}
+    store.save([m], CPU, recorded_at=WHEN, profiles={m.test_id: profile})
+    data = json.loads(store.path_for(m.test_id).read_text())
+    assert data["schema_version"] == SCHEMA_VERSION == 3
+    assert data["entries"][CPU.fingerprint]["profile"] == profile
+    assert store.load(m.test_id, CPU).baseline.profile == profile
+    # A refresh without a profile drops the stale one, and the file is version 2 again.
+    store.save([m], CPU, recorded_at=WHEN)
+    data = json.loads(store.path_for(m.test_id).read_text())
+    assert "profile" not in data["entries"][CPU.fingerprint] and data["schema_version"] == 2
+    assert store.load(m.test_id, CPU).baseline.profile is None
+
+
+def test_a_version_2_reader_refuses_a_file_with_a_profile_as_newer(tmp_path: Path) -> None:
+    from pytest_tfperf.storage import baseline_store
+
+    store = BaselineStore(tmp_path)
+    m = measurement("t.py::test_p")
+    store.save([m], CPU, recorded_at=WHEN, profiles={m.test_id: {"format": 1}})
+    try:
+        baseline_store.SCHEMA_VERSION = 2  # the reader of the version before profiles
+        with pytest.raises(StorageError, match="written by a newer pytest-tfperf"):
+            store.load(m.test_id, CPU)
+    finally:
+        baseline_store.SCHEMA_VERSION = 3
+
+
+def test_a_profile_that_is_not_an_object_is_refused_naming_its_place(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    m = measurement("t.py::test_p")
+    store.save([m], CPU, recorded_at=WHEN, profiles={m.test_id: {"format": 1}})
+    path = store.path_for(m.test_id)
+    data = json.loads(path.read_text())
+    data["entries"][CPU.fingerprint]["profile"] = [1, 2]
+    path.write_text(json.dumps(data))
+    with pytest.raises(StorageError, match="profile.*expected an object"):
+        store.load(m.test_id, CPU)

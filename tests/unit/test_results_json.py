@@ -71,7 +71,7 @@ def test_results_round_trip_with_environment_measurements_and_verdicts(tmp_path:
 
 def test_results_document_layout(tmp_path: Path) -> None:
     data = results_to_dict(ENV, [measurement("t::a")], created_at=WHEN)
-    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 4
+    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 5
     assert set(data) == {"created_at", "environment", "schema", "schema_version", "tests", "written_by"}
     assert data["environment"]["hard"] == {"cpu_model": "Xeon", "tensorflow": "2.21.0"}
     assert data["tests"]["t::a"]["verdict"] is None
