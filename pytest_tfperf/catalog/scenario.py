@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_tfperf.catalog.machine_load import CoreUse
 
 
 class Metric(str, enum.Enum):
@@ -78,6 +82,9 @@ class Scenario:
     functions: tuple[object, ...] = ()
     sizes: tuple[tuple[str, float], ...] = ()  # what "small" or "default" meant here, for the report
     close: Callable[[], None] = field(default=_nothing)
+    # Per variant, the cores its calls got (machine_load.CoreUse), for the scenarios whose gain is using
+    # idle cores: read after the measurement, before close().
+    core_use: Callable[[], Mapping[str, CoreUse]] | None = None
 
     def __post_init__(self) -> None:
         names = [v.name for v in self.variants]

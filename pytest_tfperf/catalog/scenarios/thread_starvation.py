@@ -27,8 +27,11 @@ COMPARISONS = (Comparison("anti", "fix", min_effect=1.3,
                                         "busier ones; 0.96-1.03x in 3 runs where other processes used 0.9-1.3 "
                                         "of the 2 cores (not judged)"),)
 # The effect is the fix using the cores the anti-pattern leaves idle: with other
-# processes busy on them, there is nothing to show (the test then says so).
-NEEDS_IDLE_CORES = True
+# processes busy on them, there is nothing to show (the test then says so). The
+# number is the cores the fix's calls must get for its gain to show (about 2 on
+# the quiet 2-core machine, where the fix runs 1.8x the anti-pattern's speed):
+# below it, with no core idle to take, a miss is reported, not failed.
+NEEDS_IDLE_CORES = 1.5
 
 
 def build(size: CatalogSize) -> Scenario:
@@ -53,4 +56,5 @@ def build(size: CatalogSize) -> Scenario:
         comparisons=COMPARISONS,
         sizes=(("matrix side", side),),
         close=close,
+        core_use=lambda: {"anti": starved.usage(), "fix": default.usage()},
     )
