@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from pytest_tfperf.catalog.scenario import Comparison, Metric, Scenario
 from pytest_tfperf.model import Measurement, MemorySource
+from pytest_tfperf.stats import median, t_quantile
 
 _MIB = 2**20
 
@@ -208,3 +209,66 @@ def _calls(scenario: Scenario, name: str, m: Measurement) -> int:
     # Warm-up calls count too: a loss can go NaN during them.
     counter = getattr(scenario.variant(name).run, "iterations", None)
     return int(counter) if isinstance(counter, int) else m.timings.iterations
+
+
+# -- the margins' rule -----------------------------------------------------------------------------------------
+#
+# A timing or peak-memory margin is a gate: a margin the fix misses by chance turns the main job red for
+# nothing. So each one comes from the effect's distribution over many fresh processes of the main job on the
+# reference machine (benchmarks/results/catalog_margins.json, written by
+# `python benchmarks/catalog_margins.py collect` and `... summarise`): the lower one-sided prediction bound,
+# at MARGIN_CONFIDENCE, for the log ratio of ONE new process (Student's t with n - 1 degrees of freedom, so a
+# short collection pays for its few runs), never above the lowest ratio seen, rounded down to two
+# significant figures. With about eight such gates in the main job, 99.95% each keeps the chance of a red
+# job below 0.5% a run if the bound holds. The rule only ever lowers a margin: the margin stays at most the
+# effect the scenario stands for (``ceiling``, its module's stated margin), so a machine where the effect is
+# huge does not turn the catalog into a benchmark of that machine. And it stays at least MIN_CLEAR_MARGIN:
+# below that the fix would not clearly beat the anti-pattern, and the effect cannot be gated here at this
+# confidence (the rule says so instead of gating on noise).
+MARGIN_CONFIDENCE = 0.9995
+MIN_CLEAR_MARGIN = 1.1
+
+
+@dataclass(frozen=True, slots=True)
+class MarginFromData:
+    """The margin the rule gives for one effect, and the figures it came from."""
+
+    runs: int
+    lowest: float
+    median: float
+    bound: float  # the prediction bound for one new process, before rounding and caps
+    margin: float  # what the gate should use (rounded, capped); meaningful only when ``gateable``
+    gateable: bool
+    reason: str  # in words: which limb of the rule set the margin
+
+
+def _round_down_2sig(x: float) -> float:
+    if x <= 0 or math.isinf(x):
+        return x
+    exponent = math.floor(math.log10(x)) - 1
+    digits = math.floor(x / 10**exponent + 1e-9)
+    return round(digits * 10**exponent, max(0, -exponent))  # 1.4, not 1.4000000000000001
+
+
+def margin_from_ratios(ratios: Sequence[float], *, ceiling: float, confidence: float = MARGIN_CONFIDENCE,
+                       floor: float = MIN_CLEAR_MARGIN) -> MarginFromData:
+    """Apply the margins' rule (above) to the fix/anti ratios of one effect, one per fresh process."""
+    finite = [r for r in ratios if r > 0 and not math.isinf(r)]
+    if len(finite) < 3:
+        raise ValueError(f"the margins' rule needs at least 3 finite positive ratios, got {list(ratios)}")
+    logs = [math.log(r) for r in finite]
+    n = len(logs)
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    bound = math.exp(mean - t_quantile(confidence, n - 1) * sd * math.sqrt(1 + 1 / n))
+    lowest, middle = min(finite), median(finite)
+    margin = _round_down_2sig(min(bound, lowest))
+    if margin >= ceiling:
+        return MarginFromData(n, lowest, middle, bound, ceiling, True,
+                              f"the stated effect {ceiling:g}x, below the bound {bound:.3g}x")
+    if margin < floor:
+        return MarginFromData(n, lowest, middle, bound, margin, False,
+                              f"bound {bound:.3g}x is below {floor:g}x: not clearly an effect at "
+                              f"{confidence:.2%} on this machine")
+    limb = "the prediction bound" if bound <= lowest else "the lowest ratio seen"
+    return MarginFromData(n, lowest, middle, bound, margin, True, f"{limb}, rounded down")
