@@ -82,7 +82,7 @@ def _effects(path: Path) -> list[dict[str, object]]:
             for e in doc.get("effects", [])]
 
 
-def collect_one(index: int, branch: str, label: str, nice: int) -> dict[str, object]:
+def collect_one(index: int, branch: str, label: str, nice: int, keep: Path | None = None) -> dict[str, object]:
     scratch = Path(tempfile.mkdtemp(prefix="catalog-margins-"))
     clone = scratch / "repo"
     subprocess.run(["git", "clone", "-q", "--branch", branch, str(ROOT), str(clone)], check=True)
@@ -110,6 +110,9 @@ def collect_one(index: int, branch: str, label: str, nice: int) -> dict[str, obj
         "passed": len(outcomes["passed"]), "failed": outcomes["failed"], "skipped": outcomes["skipped"],
         "effects": _effects(json_path), "output_tail": tail if rc != 0 else "",
     }
+    if keep is not None and json_path.exists():  # the whole results document, e.g. for catalog_table.py
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / f"{label}-{index:03d}.json").write_bytes(json_path.read_bytes())
     subprocess.run(["rm", "-rf", str(scratch)], check=False)
     return record
 
@@ -122,7 +125,7 @@ def collect(args: argparse.Namespace) -> None:
         if deadline is not None and datetime.now(timezone.utc) >= deadline:
             print(f"stopped before run {i}: past {args.stop_by} UTC", flush=True)
             break
-        record = collect_one(i, branch, args.label, args.nice)
+        record = collect_one(i, branch, args.label, args.nice, args.keep)
         with open(args.out, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
         gated = [e for e in record["effects"] if e["gated"]]
@@ -142,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--nice", type=int, default=5)
     c.add_argument("--stop-by", default="", help="UTC time (YYYY-MM-DDTHH:MM) after which no new run starts")
     c.add_argument("--out", type=Path, default=RUNS_FILE)
+    c.add_argument("--keep", type=Path, default=None, help="copy each run's results JSON into this folder")
     s = sub.add_parser("summarise", help="write catalog_margins.json and .md from the runs file")
     s.add_argument("--runs-file", type=Path, default=RUNS_FILE)
     args = parser.parse_args(argv)
