@@ -217,6 +217,8 @@ CONDITIONS = ("The project's 2-core VM (AMD EPYC, no GPU, TensorFlow 2.21 CPU), 
 
 
 def _effect_rows(rs: list[dict], rule) -> list[dict]:  # noqa: ANN001 - margin_from_ratios
+    from pytest_tfperf.catalog.effects import MIN_CLEAR_MARGIN
+
     keys: dict[tuple[str, str, str], list[dict]] = {}
     for r in rs:
         for e in r["effects"]:
@@ -224,10 +226,14 @@ def _effect_rows(rs: list[dict], rule) -> list[dict]:  # noqa: ANN001 - margin_f
     rows = []
     for (scenario, anti, fix), es in keys.items():
         values = [float(e["value"]) for e in es if isinstance(e["value"], (int, float))]
-        judged = [float(e["value"]) for e in es if isinstance(e["value"], (int, float)) and not e["not_judged"]]
+        # The runs that would have been judged had they missed: for an idle-cores effect, those where the
+        # same run's checks say the machine could give the fix its cores. The margin comes from these only,
+        # since a miss in the others is reported, not failed.
+        judged = [float(e["value"]) for e in es if isinstance(e["value"], (int, float)) and _judgeable(e)]
         row = {"scenario": scenario, "anti": anti, "fix": fix, "metric": es[0]["metric"], "gated": es[0]["gated"],
                "margins_in_force": sorted({e["min_effect"] for e in es}), "runs": len(es),
                "not_judged": sum(bool(e["not_judged"]) for e in es),
+               "judgeable": sum(1 for e in es if _judgeable(e)),
                "missed_margin": sum(1 for e in es if e["gated"] and not e["passed"]),
                "missed_margin_judged": sum(1 for e in es if e["gated"] and not e["passed"] and not e["not_judged"]),
                "other_processes_cores": [min(e["other_processes_cores"] for e in es),
@@ -246,12 +252,35 @@ def _effect_rows(rs: list[dict], rule) -> list[dict]:  # noqa: ANN001 - margin_f
                                "other_processes_cores": e["other_processes_cores"],
                                "core_use": e.get("machine_core_use")} for e in es]
         ceiling = STATED_EFFECT.get((scenario, anti))
-        if ceiling is not None and es[0]["metric"] in DISTRIBUTED_METRICS and len(judged) >= 3:
-            m = rule(judged, ceiling=ceiling)
-            row["rule"] = {"stated_effect": ceiling, "runs": m.runs, "bound": round(m.bound, 4),
-                           "margin": m.margin, "gateable": m.gateable, "reason": m.reason}
+        if ceiling is not None and es[0]["metric"] in DISTRIBUTED_METRICS:
+            if len(judged) >= 3:
+                m = rule(judged, ceiling=ceiling)
+                row["rule"] = {"stated_effect": ceiling, "runs": m.runs, "bound": round(m.bound, 4),
+                               "margin": m.margin, "miss_chance": m.miss_chance, "reason": m.reason}
+            else:
+                # Too few runs to say anything: the rule's floor, as when the data cannot show more.
+                row["rule"] = {"stated_effect": ceiling, "runs": len(judged), "bound": None,
+                               "margin": MIN_CLEAR_MARGIN, "miss_chance": None,
+                               "reason": f"the floor {MIN_CLEAR_MARGIN:g}x: only {len(judged)} runs where the "
+                                         f"machine could give the fix its cores, too few for a bound"}
         rows.append(row)
     return rows
+
+
+def _judgeable(e: dict) -> bool:
+    """Whether a miss of this effect in its run would have failed the test (not "busy machine")."""
+    from pytest_tfperf.catalog.machine_load import CoreUse, busy_machine_reason
+    from pytest_tfperf.catalog.scenarios import load
+    from pytest_tfperf.catalog.test_catalog import BUSY_MACHINE_CORES
+
+    needed = float(getattr(load(str(e["scenario"])), "NEEDS_IDLE_CORES", 0.0))
+    if not e["gated"] or not needed:
+        return bool(e["gated"])
+    use = (e.get("machine_core_use") or {}).get(e["fix"])
+    fix = (CoreUse(int(use["calls"]), float(use["wall_s"]), float(use["cores"]) * float(use["wall_s"]),
+                   float(use["idle_cores"]) * float(use["wall_s"])) if use else None)
+    return not busy_machine_reason(needed_cores=needed, other_cores=float(e["other_processes_cores"]),
+                                   busy_above=BUSY_MACHINE_CORES, fix=fix)
 
 
 def _fmt(x: object) -> str:
@@ -276,15 +305,17 @@ def _markdown(doc: dict) -> str:
         for r in b["red_runs"]:
             for f in r["failed"] or [{"test": f"(rc {r['rc']}, no failed test recorded)", "why": ""}]:
                 out.append(f"- run {r['index']} ({r['start_utc']}): `{f['test']}`: {f['why']}")
-        out += ["", "| effect | metric | runs | not judged (busy) | missed margin (judged) | min | 5th pct | median | "
-                "judged min | margins in force | rule: bound -> margin | fix's cores (min/med/max) |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        out += ["", "| effect | metric | runs | judgeable | not judged (busy) | missed margin (judged) | min | 5th pct | "
+                "median | judgeable min | margins in force | rule: bound -> margin | fix's cores (min/med/max) |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for e in b["effects"]:
             rule = e.get("rule")
-            rule_text = (f"{rule['bound']:.3g} -> {rule['margin']:g}{'' if rule['gateable'] else ' (not gateable)'}"
-                         if rule else "–")
+            rule_text = ("–" if not rule else f"**{rule['margin']:g}** ({rule['reason']})" if rule["bound"] is None else
+                         f"{rule['bound']:.3g} -> **{rule['margin']:g}** ({rule['reason']}; chance of a miss "
+                         f"{rule['miss_chance']:.1e})")
             cores = "/".join(f"{c:.2f}" for c in e["fix_cores"]) if e.get("fix_cores") else "–"
-            out.append(f"| {e['scenario']} {e['anti']}->{e['fix']} | {e['metric']} | {e['runs']} | {e['not_judged']} "
+            out.append(f"| {e['scenario']} {e['anti']}->{e['fix']} | {e['metric']} | {e['runs']} | {e['judgeable']} "
+                       f"| {e['not_judged']} "
                        f"| {e['missed_margin_judged']} | {_fmt(e.get('min', '–'))} | {_fmt(e.get('p5', '–'))} | "
                        f"{_fmt(e.get('median', '–'))} | {_fmt(e.get('judged_min', '–'))} | "
                        f"{', '.join(f'{m:g}' for m in e['margins_in_force'])} | {rule_text} | {cores} |")

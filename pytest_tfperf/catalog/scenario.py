@@ -32,9 +32,11 @@ class Metric(str, enum.Enum):
 class Comparison:
     """One anti-pattern variant against one fix variant.
 
-    ``min_effect`` is the gate; ``measured_here`` records the spread this
-    effect had on the reference machine (2-core CPU), from which the gate was
-    chosen safely below the worst value seen. An ungated comparison is only
+    ``min_effect`` is the gate; for a timing or peak-memory effect it is set by
+    the margins' rule (``effects.margin_from_ratios``) from the effect's
+    distribution over many fresh processes of the main job on the reference
+    machine (2-core CPU; ``benchmarks/results/catalog_margins.json``), and
+    ``measured_here`` says what that distribution was. An ungated comparison is only
     reported: TensorFlow's automatic optimisations, for instance, fix some
     mistakes some of the time, and saying how much is the honest answer.
     """

@@ -8,8 +8,11 @@
 Each scenario's variants run interleaved in one ``tfperf.compare`` (so a slow
 spell of the machine hits all of them alike) and each variant also goes
 through the baseline gate. The fix must then beat the anti-pattern by the
-margin recorded in the scenario module, chosen safely below the worst value
-measured on a 2-core CPU. With ``TFPERF_CATALOG_EFFECTS=path`` every effect is
+margin recorded in the scenario module, set by the margins' rule
+(``effects.margin_from_ratios``) from the effect over many fresh processes on a
+2-core CPU. A scenario whose gain is using idle cores (``NEEDS_IDLE_CORES``)
+is reported, not failed, when the same run shows the machine could not give
+them (``machine_load.busy_machine_reason``). With ``TFPERF_CATALOG_EFFECTS=path`` every effect is
 appended to ``path`` as a JSON line (``benchmarks/catalog_table.py`` reads it).
 """
 
