@@ -276,6 +276,8 @@ def _judgeable(e: dict) -> bool:
     needed = float(getattr(load(str(e["scenario"])), "NEEDS_IDLE_CORES", 0.0))
     if not e["gated"] or not needed:
         return bool(e["gated"])
+    if isinstance(e.get("machine_busy"), str):  # recorded by the run itself
+        return not e["machine_busy"]
     use = (e.get("machine_core_use") or {}).get(e["fix"])
     fix = (CoreUse(int(use["calls"]), float(use["wall_s"]), float(use["cores"]) * float(use["wall_s"]),
                    float(use["idle_cores"]) * float(use["wall_s"])) if use else None)
