@@ -82,10 +82,13 @@ def _effects(path: Path) -> list[dict[str, object]]:
             for e in doc.get("effects", [])]
 
 
-def collect_one(index: int, branch: str, label: str, nice: int, keep: Path | None = None) -> dict[str, object]:
+def collect_one(index: int, branch: str, label: str, nice: int, keep: Path | None = None,
+                commit: str = "") -> dict[str, object]:
     scratch = Path(tempfile.mkdtemp(prefix="catalog-margins-"))
     clone = scratch / "repo"
     subprocess.run(["git", "clone", "-q", "--branch", branch, str(ROOT), str(clone)], check=True)
+    if commit:  # every run of a collection on the same code, whatever is committed meanwhile
+        subprocess.run(["git", "checkout", "-q", commit], cwd=clone, check=True)
     commit = _git("rev-parse", "HEAD", cwd=clone)
     json_path, xml_path = scratch / "results.json", scratch / "junit.xml"
     env = {**os.environ, "PYTHONPATH": str(clone)}
@@ -125,7 +128,7 @@ def collect(args: argparse.Namespace) -> None:
         if deadline is not None and datetime.now(timezone.utc) >= deadline:
             print(f"stopped before run {i}: past {args.stop_by} UTC", flush=True)
             break
-        record = collect_one(i, branch, args.label, args.nice, args.keep)
+        record = collect_one(i, branch, args.label, args.nice, args.keep, args.commit)
         with open(args.out, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
         gated = [e for e in record["effects"] if e["gated"]]
@@ -142,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--runs", type=int, default=10)
     c.add_argument("--label", default="batch")
     c.add_argument("--branch", default="")
+    c.add_argument("--commit", default="", help="check this commit out in each clone (default: the branch's head)")
     c.add_argument("--nice", type=int, default=5)
     c.add_argument("--stop-by", default="", help="UTC time (YYYY-MM-DDTHH:MM) after which no new run starts")
     c.add_argument("--out", type=Path, default=RUNS_FILE)
