@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--keep", type=Path, default=None, help="copy each run's results JSON into this folder")
     s = sub.add_parser("summarise", help="write catalog_margins.json and .md from the runs file")
     s.add_argument("--runs-file", type=Path, default=RUNS_FILE)
+    s.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.command == "collect":
         collect(args)
@@ -211,8 +212,9 @@ def summarise(args: argparse.Namespace) -> None:
            "conditions": CONDITIONS, "rule": {"confidence": MARGIN_CONFIDENCE, "min_clear_margin": MIN_CLEAR_MARGIN,
                                               "where": "pytest_tfperf/catalog/effects.py: margin_from_ratios"},
            "batches": batches}
-    (RESULTS / "catalog_margins.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    (RESULTS / "catalog_margins.md").write_text(_markdown(doc), encoding="utf-8")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "catalog_margins.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    (args.out_dir / "catalog_margins.md").write_text(_markdown(doc), encoding="utf-8")
 
 
 CONDITIONS = ("The project's 2-core VM (AMD EPYC, no GPU, TensorFlow 2.21 CPU), each main job under `nice -n 5` "
@@ -311,12 +313,14 @@ def _markdown(doc: dict) -> str:
         for r in b["red_runs"]:
             for f in r["failed"] or [{"test": f"(rc {r['rc']}, no failed test recorded)", "why": ""}]:
                 out.append(f"- run {r['index']} ({r['start_utc']}): `{f['test']}`: {f['why']}")
-        out += ["", "| effect | metric | runs | judgeable | not judged (busy) | missed margin (judged) | min | 5th pct | "
-                "median | judgeable min | margins in force | rule: bound -> margin | fix's cores (min/med/max) |",
+        out += ["", "| effect | metric | runs | judgeable | not judged (busy) | missed margin (judged) | min | "
+                "5th pct | median | judgeable min | margins in force | rule: bound -> margin | "
+                "fix's cores (min/med/max) |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for e in b["effects"]:
             rule = e.get("rule")
-            rule_text = ("–" if not rule else f"**{rule['margin']:g}** ({rule['reason']})" if rule["bound"] is None else
+            rule_text = ("–" if not rule else
+                         f"**{rule['margin']:g}** ({rule['reason']})" if rule["bound"] is None else
                          f"{rule['bound']:.3g} -> **{rule['margin']:g}** ({rule['reason']}; chance of a miss "
                          f"{rule['miss_chance']:.1e})")
             cores = "/".join(f"{c:.2f}" for c in e["fix_cores"]) if e.get("fix_cores") else "–"
