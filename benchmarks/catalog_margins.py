@@ -192,8 +192,12 @@ def summarise(args: argparse.Namespace) -> None:
     runs = [json.loads(line) for line in args.runs_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     labels = sorted({r["label"] for r in runs}, key=lambda lab: min(r["start_utc"] for r in runs if r["label"] == lab))
     batches = []
-    for label in labels:
-        rs = [r for r in runs if r["label"] == label]
+    # Each collection on its own, then all together: what the rule would set from everything measured (the
+    # margins in force differ between collections, but the ratios do not depend on them).
+    groups = [(label, [r for r in runs if r["label"] == label]) for label in labels]
+    if len(labels) > 1:
+        groups.append((f"all {len(runs)} runs together", runs))
+    for label, rs in groups:
         batches.append({
             "label": label, "runs": len(rs), "red": sum(r["red"] for r in rs),
             "commits": sorted({r["commit"][:10] for r in rs}),
@@ -240,6 +244,7 @@ def _effect_rows(rs: list[dict], rule) -> list[dict]:  # noqa: ANN001 - margin_f
                "margins_in_force": sorted({e["min_effect"] for e in es}), "runs": len(es),
                "not_judged": sum(bool(e["not_judged"]) for e in es),
                "judgeable": sum(1 for e in es if _judgeable(e)),
+               "beat_margin": sum(1 for e in es if e["gated"] and e["passed"]),
                "missed_margin": sum(1 for e in es if e["gated"] and not e["passed"]),
                "missed_margin_judged": sum(1 for e in es if e["gated"] and not e["passed"] and not e["not_judged"]),
                "other_processes_cores": [min(e["other_processes_cores"] for e in es),
@@ -313,10 +318,10 @@ def _markdown(doc: dict) -> str:
         for r in b["red_runs"]:
             for f in r["failed"] or [{"test": f"(rc {r['rc']}, no failed test recorded)", "why": ""}]:
                 out.append(f"- run {r['index']} ({r['start_utc']}): `{f['test']}`: {f['why']}")
-        out += ["", "| effect | metric | runs | judgeable | not judged (busy) | missed margin (judged) | min | "
-                "5th pct | median | judgeable min | margins in force | rule: bound -> margin | "
+        out += ["", "| effect | metric | runs | beat margin | judgeable | not judged (busy) | missed margin (judged) "
+                "| min | 5th pct | median | judgeable min | margins in force | rule: bound -> margin | "
                 "fix's cores (min/med/max) |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for e in b["effects"]:
             rule = e.get("rule")
             rule_text = ("–" if not rule else
@@ -324,7 +329,9 @@ def _markdown(doc: dict) -> str:
                          f"{rule['bound']:.3g} -> **{rule['margin']:g}** ({rule['reason']}; chance of a miss "
                          f"{rule['miss_chance']:.1e})")
             cores = "/".join(f"{c:.2f}" for c in e["fix_cores"]) if e.get("fix_cores") else "–"
-            out.append(f"| {e['scenario']} {e['anti']}->{e['fix']} | {e['metric']} | {e['runs']} | {e['judgeable']} "
+            beat = e["beat_margin"] if e["gated"] else "not gated"
+            out.append(f"| {e['scenario']} {e['anti']}->{e['fix']} | {e['metric']} | {e['runs']} | {beat} "
+                       f"| {e['judgeable']} "
                        f"| {e['not_judged']} "
                        f"| {e['missed_margin_judged']} | {_fmt(e.get('min', '–'))} | {_fmt(e.get('p5', '–'))} | "
                        f"{_fmt(e.get('median', '–'))} | {_fmt(e.get('judged_min', '–'))} | "
