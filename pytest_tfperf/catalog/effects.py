@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from pytest_tfperf.catalog.scenario import Comparison, Metric, Scenario
 from pytest_tfperf.model import Measurement, MemorySource
+from pytest_tfperf.stats import median, t_cdf, t_quantile
 
 _MIB = 2**20
 
@@ -208,3 +209,75 @@ def _calls(scenario: Scenario, name: str, m: Measurement) -> int:
     # Warm-up calls count too: a loss can go NaN during them.
     counter = getattr(scenario.variant(name).run, "iterations", None)
     return int(counter) if isinstance(counter, int) else m.timings.iterations
+
+
+# -- the margins' rule -----------------------------------------------------------------------------------------
+#
+# A timing or peak-memory margin is a gate: a margin the fix misses by chance turns the main job red for
+# nothing. So each one comes from the effect's distribution over fresh processes of the main job on the
+# reference machine (benchmarks/results/catalog_margins.json, written by
+# `python benchmarks/catalog_margins.py collect` and `... summarise`):
+# - the lower one-sided prediction bound, at MARGIN_CONFIDENCE, for the log ratio of ONE new process
+#   (Student's t with n - 1 degrees of freedom, so a short collection pays for its few runs), never above
+#   the lowest ratio seen, rounded down to two significant figures;
+# - capped from above by the effect the scenario stands for (``ceiling``, its module's stated margin): the
+#   rule only lowers a margin, so a machine where the effect is huge does not turn the catalog into a
+#   benchmark of that machine;
+# - and from below by MIN_CLEAR_MARGIN: the fix must still beat the anti-pattern clearly, so the
+#   anti-pattern (a ratio near 1) is still caught. Where the bound falls below it (few runs, a wide spread)
+#   the margin is the floor, and the rule says how likely the model thinks a miss of the floor is.
+# With about eight such gates in the main job, 99.95% each keeps a red job by chance below 0.5% a run where
+# the bound sets the margin; where a cap sets it the chance is smaller (``miss_chance``).
+MARGIN_CONFIDENCE = 0.9995
+MIN_CLEAR_MARGIN = 1.1
+
+
+@dataclass(frozen=True, slots=True)
+class MarginFromData:
+    """The margin the rule gives for one effect, and the figures it came from."""
+
+    runs: int
+    lowest: float
+    median: float
+    bound: float  # the prediction bound for one new process, before rounding and caps
+    margin: float  # what the gate uses
+    miss_chance: float  # the model's chance that one new process misses ``margin`` (log-t predictive)
+    reason: str  # in words: which limb of the rule set the margin
+
+
+def _round_down_2sig(x: float) -> float:
+    if x <= 0 or math.isinf(x):
+        return x
+    exponent = math.floor(math.log10(x)) - 1
+    digits = math.floor(x / 10**exponent + 1e-9)
+    return round(digits * 10**exponent, max(0, -exponent))  # 1.4, not 1.4000000000000001
+
+
+def margin_from_ratios(ratios: Sequence[float], *, ceiling: float, confidence: float = MARGIN_CONFIDENCE,
+                       floor: float = MIN_CLEAR_MARGIN) -> MarginFromData:
+    """Apply the margins' rule (above) to the fix/anti ratios of one effect, one per fresh process."""
+    finite = [r for r in ratios if r > 0 and not math.isinf(r)]
+    if len(finite) < 3:
+        raise ValueError(f"the margins' rule needs at least 3 finite positive ratios, got {list(ratios)}")
+    if not 1.0 < floor <= ceiling:
+        raise ValueError(f"the margins' rule needs 1 < floor <= ceiling, got floor {floor}, ceiling {ceiling}")
+    logs = [math.log(r) for r in finite]
+    n = len(logs)
+    mean = sum(logs) / n
+    scale = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1)) * math.sqrt(1 + 1 / n)
+    bound = math.exp(mean - t_quantile(confidence, n - 1) * scale)
+    lowest, middle = min(finite), median(finite)
+    candidate = _round_down_2sig(min(bound, lowest))
+    if candidate >= ceiling:
+        margin, reason = ceiling, f"the stated effect {ceiling:g}x (the bound {bound:.3g}x is above it)"
+    elif candidate < floor:
+        margin, reason = floor, (f"the floor {floor:g}x: the bound {bound:.3g}x is below it, so these runs "
+                                 f"cannot show the margin at {confidence:.2%}")
+    else:
+        limb = "the prediction bound" if bound <= lowest else "the lowest ratio seen"
+        margin, reason = candidate, f"{limb}, rounded down"
+    if scale > 0:
+        miss = t_cdf((math.log(margin) - mean) / scale, n - 1)
+    else:
+        miss = 0.0 if margin <= lowest else 1.0
+    return MarginFromData(n, lowest, middle, bound, margin, miss, reason)

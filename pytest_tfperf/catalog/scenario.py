@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_tfperf.catalog.machine_load import CoreUse
 
 
 class Metric(str, enum.Enum):
@@ -28,9 +32,11 @@ class Metric(str, enum.Enum):
 class Comparison:
     """One anti-pattern variant against one fix variant.
 
-    ``min_effect`` is the gate; ``measured_here`` records the spread this
-    effect had on the reference machine (2-core CPU), from which the gate was
-    chosen safely below the worst value seen. An ungated comparison is only
+    ``min_effect`` is the gate; for a timing or peak-memory effect it is set by
+    the margins' rule (``effects.margin_from_ratios``) from the effect's
+    distribution over many fresh processes of the main job on the reference
+    machine (2-core CPU; ``benchmarks/results/catalog_margins.json``), and
+    ``measured_here`` says what that distribution was. An ungated comparison is only
     reported: TensorFlow's automatic optimisations, for instance, fix some
     mistakes some of the time, and saying how much is the honest answer.
     """
@@ -78,6 +84,9 @@ class Scenario:
     functions: tuple[object, ...] = ()
     sizes: tuple[tuple[str, float], ...] = ()  # what "small" or "default" meant here, for the report
     close: Callable[[], None] = field(default=_nothing)
+    # Per variant, the cores its calls got (machine_load.CoreUse), for the scenarios whose gain is using
+    # idle cores: read after the measurement, before close().
+    core_use: Callable[[], Mapping[str, CoreUse]] | None = None
 
     def __post_init__(self) -> None:
         names = [v.name for v in self.variants]

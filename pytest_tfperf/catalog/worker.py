@@ -9,7 +9,8 @@ timing harness can measure and interleave with others. The round trip over a
 pipe costs tens of microseconds, noise against iterations of milliseconds.
 
 Protocol, one line each way: ``run`` -> ``ok <result>``; ``memory`` ->
-``ok <json>``; ``quit``. The worker announces itself with ``ready <json>``
+``ok <json>``; ``usage`` -> ``ok <json>`` (the cores the worker's ``run``
+calls got, ``machine_load.CoreUse``); ``quit``. The worker announces itself with ``ready <json>``
 (the settings in effect) and answers ``error <message>`` when something
 fails, ``oom <message>`` when TensorFlow ran out of memory.
 """
@@ -25,6 +26,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from pytest_tfperf.catalog.machine_load import CallAccount, CoreUse
 
 WORKLOADS = ("cpu_matmul", "gpu_matmul", "gpu_train_step")
 
@@ -83,6 +86,11 @@ class ConfiguredProcess:
     def memory(self) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(self._request("memory"))
         return result
+
+    def usage(self) -> CoreUse:
+        """The wall, CPU and machine-idle time of the worker's ``run`` calls so far, counted in the worker."""
+        fields = json.loads(self._request("usage"))
+        return CoreUse(int(fields["calls"]), float(fields["wall_s"]), float(fields["cpu_s"]), float(fields["idle_s"]))
 
     def close(self) -> None:
         if self._process.poll() is None:
@@ -240,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _configure(args)
         step = _workload(args.workload, args.size)
         step()  # trace and warm up before announcing readiness
+        # Counted in the worker, around the work only: the cores this process got, whatever the parent does.
+        accounted = CallAccount(step)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test with it
         protocol.write(_failure_line(exc))
         return 1
@@ -248,9 +258,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = line.strip()
         try:
             if command == "run":
-                protocol.write(f"ok {step()!r}\n")
+                protocol.write(f"ok {accounted()!r}\n")
             elif command == "memory":
                 protocol.write("ok " + json.dumps(_memory(settings["gpus"])) + "\n")
+            elif command == "usage":
+                use = accounted.use()
+                protocol.write("ok " + json.dumps({"calls": use.calls, "wall_s": use.wall_s, "cpu_s": use.cpu_s,
+                                                   "idle_s": use.idle_s}) + "\n")
             elif command == "quit":
                 return 0
             else:

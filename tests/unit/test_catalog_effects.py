@@ -155,3 +155,63 @@ def test_on_a_gpu_unmeasured_speed_gates_relax_to_not_worse() -> None:
 def test_on_a_gpu_count_gates_stay() -> None:
     scenario = _scenario(Metric.TRACES)
     assert scenario.on_gpu() is scenario
+
+
+# -- the margins' rule --------------------------------------------------------------------------------------
+
+
+def test_margin_is_the_prediction_bound_for_one_new_process_rounded_down() -> None:
+    import math
+
+    from pytest_tfperf.catalog.effects import margin_from_ratios
+    from pytest_tfperf.stats import t_quantile
+
+    ratios = [1.8, 1.7, 1.9, 1.75, 1.85, 1.8, 1.72, 1.88, 1.78, 1.82]
+    logs = [math.log(r) for r in ratios]
+    mean = sum(logs) / 10
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 9)
+    bound = math.exp(mean - t_quantile(0.9995, 9) * sd * math.sqrt(1.1))
+    got = margin_from_ratios(ratios, ceiling=3.0)
+    assert got.bound == pytest.approx(bound)
+    assert got.runs == 10 and got.lowest == 1.7 and got.median == pytest.approx(1.8)
+    assert got.bound < got.lowest
+    assert got.margin == math.floor(bound * 10) / 10  # two significant figures, down
+    assert got.reason.startswith("the prediction bound")
+    # The margin lies at or below the bound, so the model's chance of a miss is at most 1 - confidence.
+    assert 0 < got.miss_chance <= 0.0005
+
+
+def test_margin_never_above_the_effect_the_scenario_stands_for() -> None:
+    from pytest_tfperf.catalog.effects import margin_from_ratios
+
+    got = margin_from_ratios([120.0, 130.0, 125.0, 128.0, 122.0], ceiling=20.0)
+    assert got.margin == 20.0 and "stated effect" in got.reason
+    assert got.miss_chance < 1e-6
+
+
+def test_margin_never_above_the_lowest_ratio_seen() -> None:
+    from pytest_tfperf.catalog.effects import margin_from_ratios
+
+    # Identical ratios: no spread, the bound equals them; the margin is still rounded down below.
+    got = margin_from_ratios([3.77, 3.77, 3.77, 3.77], ceiling=10.0)
+    assert got.margin == 3.7 and got.miss_chance == 0.0
+
+
+def test_a_bound_below_the_floor_gates_at_the_floor_and_says_how_likely_a_miss_is() -> None:
+    from pytest_tfperf.catalog.effects import margin_from_ratios
+
+    got = margin_from_ratios([1.6, 1.0, 1.7, 0.9, 1.5, 1.2], ceiling=1.3)
+    assert got.margin == 1.1 and got.bound < 1.1
+    assert "floor 1.1x" in got.reason and "cannot show" in got.reason
+    assert 0.1 < got.miss_chance < 0.9  # two of six runs were below it
+
+
+def test_margin_rule_needs_a_few_finite_ratios_and_a_floor_above_one() -> None:
+    import math
+
+    from pytest_tfperf.catalog.effects import margin_from_ratios
+
+    with pytest.raises(ValueError, match="at least 3"):
+        margin_from_ratios([2.0, math.inf, 3.0], ceiling=2.0)
+    with pytest.raises(ValueError, match="1 < floor"):
+        margin_from_ratios([2.0, 2.1, 2.2], ceiling=2.0, floor=1.0)

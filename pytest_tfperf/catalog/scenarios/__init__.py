@@ -2,8 +2,9 @@
 
 Each has ``KEY``, ``TITLE``, ``METRIC``, ``COMPARISONS`` and ``build(size)``,
 and may declare ``NEEDS_GPU`` (the reason to skip without one),
-``NEEDS_IDLE_CORES`` (its effect is using more cores, so a busy machine hides
-it) and ``TFPERF_MARKER`` (``@pytest.mark.tfperf`` settings for its test).
+``NEEDS_IDLE_CORES`` (the cores its fix must get for its effect to show: a
+miss while the machine could not give them is reported, not failed; see
+``machine_load.busy_machine_reason``) and ``TFPERF_MARKER`` (``@pytest.mark.tfperf`` settings for its test).
 """
 
 from __future__ import annotations

@@ -18,9 +18,16 @@ from pytest_tfperf.catalog.sizes import CatalogSize, compute_device, pick
 KEY = "host_to_device"
 TITLE = "Many small host-to-device tensors vs one batched transfer"
 METRIC = Metric.THROUGHPUT
-COMPARISONS = (Comparison("anti", "fix", min_effect=5.0,
-                          measured_here="13.0-14.2x in 3 runs on the quiet 2-core machine (rounds 11-14x); "
-                                        "14.6-21.5x in 9 runs with other processes using about 1 core"),)
+COMPARISONS = (
+    # Margin set by the margins' rule (catalog.effects.margin_from_ratios) from 7 fresh main-job processes
+    # on the loaded 2-core VM: benchmarks/results/catalog_margins.json, from
+    # `python benchmarks/catalog_margins.py collect` and `... summarise`. 12.0-15.7x there; the bound (7.9x) is
+    # above the 5x this scenario stands for, so the margin stays 5x.
+    Comparison("anti", "fix", min_effect=5.0,
+               measured_here="13.0-14.2x in 3 runs on the quiet 2-core machine (rounds 11-14x); "
+                             "14.6-21.5x in 9 runs with other processes using about 1 core; 12.0-15.7x in 7 fresh "
+                             "main-job processes with other processes using 1.2-1.5 cores"),
+)
 
 
 def build(size: CatalogSize) -> Scenario:

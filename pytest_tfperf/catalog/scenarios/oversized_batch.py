@@ -28,9 +28,16 @@ from pytest_tfperf.catalog.trainer import Sizes, Trainer
 KEY = "oversized_batch"
 TITLE = "One oversized batch vs gradient accumulation over micro-batches"
 METRIC = Metric.TF_PEAK
-COMPARISONS = (Comparison("anti", "fix", min_effect=2.0,
-                          measured_here="3.2-3.7x in 3 runs on the quiet 2-core machine, 2.8-3.7x in 8 busy "
-                                        "ones (default size: about 60-88 vs 19-23 MiB); 4.3x at the small size"),)
+COMPARISONS = (
+    # Margin set by the margins' rule (catalog.effects.margin_from_ratios) from 7 fresh main-job processes
+    # on the loaded 2-core VM: benchmarks/results/catalog_margins.json, from
+    # `python benchmarks/catalog_margins.py collect` and `... summarise`. 3.06-3.68x there; the bound (2.06x) is
+    # above the 2x this scenario stands for, so the margin stays 2x.
+    Comparison("anti", "fix", min_effect=2.0,
+               measured_here="3.2-3.7x in 3 runs on the quiet 2-core machine, 2.8-3.7x in 8 busy "
+                             "ones (default size: about 60-88 vs 19-23 MiB); 4.3x at the small size; 3.06-3.68x "
+                             "in 7 fresh main-job processes"),
+)
 
 def sizes_for(size: CatalogSize) -> Sizes:
     return pick(size,

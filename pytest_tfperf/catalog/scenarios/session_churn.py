@@ -23,12 +23,19 @@ KEY = "session_churn"
 TITLE = "Session (and graph) created every iteration vs one graph and one reused Session"
 METRIC = Metric.THROUGHPUT
 COMPARISONS = (
-    Comparison("anti", "fix", min_effect=4.0,
+    # Margin set by the margins' rule (catalog.effects.margin_from_ratios) from 7 fresh main-job processes
+    # on the loaded 2-core VM: benchmarks/results/catalog_margins.json, from
+    # `python benchmarks/catalog_margins.py collect` and `... summarise`. 8.7-24.3x and 12.7-32.5x there: so wide
+    # a spread that 7 runs bound the first only at 1.04x, below the rule's 1.1x floor (the floor it is), and the
+    # second at 1.81x.
+    Comparison("anti", "fix", min_effect=1.1,
                measured_here="7.6-15.9x in 3 runs on the quiet 2-core machine (rounds 7.1-17x); "
-                             "8.6-12.2x in 9 runs with other processes using about 1 core"),
-    Comparison("anti_graph", "fix", min_effect=5.0,
+                             "8.6-12.2x in 9 runs with other processes using about 1 core; 8.7-24.3x in 7 fresh "
+                             "main-job processes with other processes using 1.4-1.7 cores"),
+    Comparison("anti_graph", "fix", min_effect=1.8,
                measured_here="11.0-19.2x in 3 runs on the quiet 2-core machine (rounds 10-21x); "
-                             "12.3-18.9x in 9 runs with other processes using about 1 core"),
+                             "12.3-18.9x in 9 runs with other processes using about 1 core; 12.7-32.5x in 7 fresh "
+                             "main-job processes with other processes using 1.4-1.7 cores"),
 )
 
 

@@ -22,13 +22,23 @@ from pytest_tfperf.catalog.worker import ConfiguredProcess, start_all
 KEY = "thread_starvation"
 TITLE = "Inter- and intra-op parallelism starved (1 thread) vs TensorFlow's default"
 METRIC = Metric.THROUGHPUT
-COMPARISONS = (Comparison("anti", "fix", min_effect=1.3,
-                          measured_here="1.79-1.88x in 3 runs on the quiet 2-core machine; 1.42-1.99x in 5 "
-                                        "busier ones; 0.96-1.03x in 3 runs where other processes used 0.9-1.3 "
-                                        "of the 2 cores (not judged)"),)
+COMPARISONS = (
+    # Margin set by the margins' rule (catalog.effects.margin_from_ratios) from 7 fresh main-job processes
+    # on the loaded 2-core VM: benchmarks/results/catalog_margins.json, from
+    # `python benchmarks/catalog_margins.py collect` and `... summarise`. In none of them could the machine give the
+    # fix its cores (it got 0.17-0.62, none idle), so no run would have been judged and the rule has no
+    # distribution: the margin is its floor, 1.1x. 1.3x, set by hand, went red once at 1.24x.
+    Comparison("anti", "fix", min_effect=1.1,
+               measured_here="1.79-1.88x in 3 runs on the quiet 2-core machine; 1.42-1.99x in 5 "
+                             "busier ones, once 1.24x; 0.96-1.03x in 3 runs where other processes used 0.9-1.3 "
+                             "of the 2 cores (not judged)"),
+)
 # The effect is the fix using the cores the anti-pattern leaves idle: with other
-# processes busy on them, there is nothing to show (the test then says so).
-NEEDS_IDLE_CORES = True
+# processes busy on them, there is nothing to show (the test then says so). The
+# number is the cores the fix's calls must get for its gain to show (about 2 on
+# the quiet 2-core machine, where the fix runs 1.8x the anti-pattern's speed):
+# below it, with no core idle to take, a miss is reported, not failed.
+NEEDS_IDLE_CORES = 1.5
 
 
 def build(size: CatalogSize) -> Scenario:
@@ -53,4 +63,5 @@ def build(size: CatalogSize) -> Scenario:
         comparisons=COMPARISONS,
         sizes=(("matrix side", side),),
         close=close,
+        core_use=lambda: {"anti": starved.usage(), "fix": default.usage()},
     )

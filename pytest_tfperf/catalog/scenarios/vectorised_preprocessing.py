@@ -20,9 +20,15 @@ from pytest_tfperf.catalog.sizes import CatalogSize, pick
 KEY = "vectorised_preprocessing"
 TITLE = "Per-element map vs vectorised map (batch, then map)"
 METRIC = Metric.THROUGHPUT
-COMPARISONS = (Comparison("anti", "fix", min_effect=5.0,
-                          measured_here="20.1-25.3x in 3 runs on the quiet 2-core machine (rounds 19-29x); "
-                                        "19.7-25.8x in 8 runs with other processes using about 1 core"),)
+COMPARISONS = (
+    # Margin set by the margins' rule (catalog.effects.margin_from_ratios) from 7 fresh main-job processes
+    # on the loaded 2-core VM: benchmarks/results/catalog_margins.json, from
+    # `python benchmarks/catalog_margins.py collect` and `... summarise`. 12.4-21.3x there; the bound is 4.84x.
+    Comparison("anti", "fix", min_effect=4.8,
+               measured_here="20.1-25.3x in 3 runs on the quiet 2-core machine (rounds 19-29x); "
+                             "19.7-25.8x in 8 runs with other processes using about 1 core; 12.4-21.3x in 7 fresh "
+                             "main-job processes with other processes using 1.1-1.5 cores"),
+)
 
 
 def build(size: CatalogSize) -> Scenario:
