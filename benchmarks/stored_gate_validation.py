@@ -47,7 +47,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from stored_gate_study import CALIBRATION, CHANGED, MEMORY_CHANGE, PREFIX, _judge, compact, rebuild  # noqa: E402
+from stored_gate_study import (  # noqa: E402
+    CALIBRATION,
+    CHANGED,
+    MEMORY_CHANGE,
+    PREFIX,
+    _judge,
+    collect_summary,
+    compact,
+)
 
 from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
 from pytest_tfperf.stats import wilson_interval  # noqa: E402
@@ -59,25 +67,21 @@ SKIPPED = {"test_work[x1.25]", "test_work[x3-b]", "test_work[x3-c]", MEMORY_CHAN
 
 
 def collect(runs_dir: Path) -> dict[str, Any]:
-    """Compact figures of a ``collect.py`` directory, with each process's ``--alone`` measurements."""
+    """Compact figures of a ``collect.py`` directory (``stored_gate_study.collect_summary``), with each
+    process's ``--alone`` measurements added under ``alone``."""
     from pytest_tfperf.storage.results_json import load_results
 
-    records = [json.loads(line) for line in (runs_dir / "processes.jsonl").read_text().splitlines() if line]
-    records.sort(key=lambda r: r["start"])
-    processes = []
-    for record in records:
-        if not record.get("result"):
-            continue
-        document = load_results(runs_dir / record["result"])
+    summary = collect_summary(runs_dir)
+    records = {json.loads(line)["index"]: json.loads(line)
+               for line in (runs_dir / "processes.jsonl").read_text().splitlines() if line}
+    for process in summary["processes"]:
         alone: dict[str, Any] = {}
-        for group in record.get("alone", []):
+        for group in records[process["index"]].get("alone", []):
             if group.get("result"):
                 for m in load_results(runs_dir / group["result"]).measurements:
                     alone[m.test_id.removeprefix(PREFIX)] = compact(m)
-        processes.append({"index": record["index"], "start": record["start"], "end": record["end"],
-                          "tests": {m.test_id.removeprefix(PREFIX): compact(m) for m in document.measurements},
-                          "alone": alone})
-    return {"processes": processes, "baseline_runs": DEFAULT_RUNS}
+        process["alone"] = alone
+    return summary
 
 
 def _suites(tests: Sequence[str], size: int) -> list[list[str]]:
