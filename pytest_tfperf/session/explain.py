@@ -28,6 +28,9 @@ from pytest_tfperf.profiling.model import Profile
 PROFILES_DIR = ".tfperf/profiles"
 WINDOWS = 5
 MAX_ITERATIONS = 50
+# How long the coordinator waits for the partner's profiled pass beyond its windows (warm-up, the profiler's stop,
+# reading the profile: capture's parse timeout is 60 s). Past it the partner process is stopped, never waited on.
+PARTNER_PROFILE_SLACK_S = 120.0
 NO_STORED_PROFILE = ("no explanation: the baseline holds no profile; refresh it with "
                      "--tfperf-update --tfperf-explain")
 
@@ -143,4 +146,34 @@ def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workl
         return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
     current, why = profile_side(current_workload, rootdir, test_id, "current",
                                 iterations_for(median_s, budget_s), profiler)
+    return explain(base, current, measured_s, why)
+
+
+def partner_profile_timeout_s(median_s: float, iterations: int, windows: int = WINDOWS) -> float:
+    """The longest wait for the partner's profiled pass: its windows at 3x their measured time, plus the slack."""
+    per_iteration = median_s if math.isfinite(median_s) and median_s > 0 else 1.0
+    return PARTNER_PROFILE_SLACK_S + 3.0 * (1 + windows * iterations) * per_iteration
+
+
+def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping[str, Any] | None, str | None]],
+                    workload: Workload, measured_s: float, median_s: float, budget_s: float, rootdir: str | Path, *,
+                    profiler: Profiler | None = None) -> Explanation:
+    """A ``--tfperf-against`` regression: the partner profiles its side in its own process
+    (``profile_partner(iterations)`` gives its compact profile as a dict, or why there is none), then this side
+    is profiled here (``this``), one after the other, and ``measured_s`` (this median - the partner's) attributed."""
+    from pytest_tfperf.profiling.model import ProfileFormatError
+
+    iterations = iterations_for(median_s, budget_s)
+    raw, why = profile_partner(iterations)
+    base = None
+    if raw is not None:
+        try:
+            base = Profile.from_dict(raw)
+        except ProfileFormatError as exc:
+            why = f"the partner's profile cannot be read ({exc}); install the same pytest-tfperf for both trees"
+    current = None
+    if base is not None:
+        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler)
+        if why is not None:
+            why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
     return explain(base, current, measured_s, why)

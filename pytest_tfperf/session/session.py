@@ -134,7 +134,11 @@ class TfPerfSession:
                     f"{measured[name].test_id}: re-measured once because the first verdict was borderline; "
                     "judged on both measurements pooled")
         if self.config.explain:
-            self._explain(fx, workloads, measured, outcomes, reference, settings, against=against)
+            try:
+                self._explain(fx, workloads, measured, outcomes, reference, settings, against=against)
+            finally:
+                if self._partner is not None:
+                    self._partner.release_held()  # the partner's test ends: nothing more to profile there
         fx.results.update(measured)
         for name, o in outcomes.items():
             o.item_id, o.variant = fx._node_id, name
@@ -153,7 +157,7 @@ class TfPerfSession:
         explained: a compare() variant against a profiled pass of its reference, a stored regression against
         the baseline's profile. The verdict stands whatever happens here.
         """
-        from pytest_tfperf.session.explain import Explanation, explain_pair, explain_stored, profile_dir, profile_side
+        from pytest_tfperf.session.explain import explain_pair, explain_stored, profile_dir, profile_side
 
         if self.config.update:
             for name, m in measured.items():
@@ -172,9 +176,7 @@ class TfPerfSession:
             if not o.throughput_regressed:
                 continue
             if against:
-                o.explanation = Explanation(
-                    lines=("no explanation: --tfperf-against does not profile the other version yet",),
-                    reason="--tfperf-against does not profile the other version yet")
+                o.explanation = self._explain_against(o, workloads[name], settings)
             elif reference is not None and name != reference:
                 ref = measured[reference]
                 o.explanation = explain_pair(o.measurement.test_id, workloads[reference], workloads[name],
@@ -187,6 +189,27 @@ class TfPerfSession:
                                                measured_s=o.measurement.median_s - baseline.median_s,
                                                median_s=baseline.median_s, budget_s=settings.budget_s,
                                                rootdir=self.rootdir, profiler=self.profiler)
+
+    def _explain_against(self, o: Outcome, workload: Workload, settings: RunSettings) -> Any:
+        """A regression beside the partner: the partner profiles its side in its process, then this side here."""
+        from pytest_tfperf.session.explain import Explanation, explain_against, partner_profile_timeout_s
+
+        run = self._partner.held if self._partner is not None else None
+        if run is None or o.reference is None:
+            reason = f"the partner process that measured {o.measurement.test_id} is gone; it could not be profiled"
+            return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
+        reference = o.reference
+        test_id = o.measurement.test_id
+
+        def profile_partner(iterations: int) -> tuple[dict[str, Any] | None, str | None]:
+            return run.profile(rootdir=os.path.abspath(self.rootdir), test_id=test_id, side="partner",
+                               iterations=iterations,
+                               timeout_s=partner_profile_timeout_s(reference.median_s, iterations))
+
+        return explain_against(test_id, profile_partner, workload,
+                               measured_s=o.measurement.median_s - reference.median_s,
+                               median_s=reference.median_s, budget_s=settings.budget_s, rootdir=self.rootdir,
+                               profiler=self.profiler)
 
     # -- --tfperf-against: the same test of the other version, in a partner session --------
 
@@ -248,7 +271,7 @@ class TfPerfSession:
 
         against = self.config.against
         try:
-            run = self.partner().begin(test_id, settings.rounds, settings.budget_s)
+            run = self.partner().begin(test_id, settings.rounds, settings.budget_s, explain=self.config.explain)
         except PartnerError as exc:
             return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
         completed = False
@@ -280,8 +303,21 @@ class TfPerfSession:
                               watch=settings.stall.enabled, pace=server.pace)
         measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
         server.send_result(list(measured.values()))
+        server.hold(lambda message: self._profile_for_coordinator(workloads, message))
         fx.results.update(measured)
         return measured
+
+    def _profile_for_coordinator(self, workloads: dict[str, Workload], message: dict[str, Any]) -> dict[str, Any]:
+        """This session is a partner under --tfperf-explain: a profiled pass of its side, into the coordinator's
+        folder (``<its rootdir>/.tfperf/profiles/<test>/partner/``), the compact profile sent back."""
+        from pytest_tfperf.session.explain import profile_side
+
+        name = message.get("variant") or next(iter(workloads))
+        if name not in workloads:
+            return {"profile": None, "reason": f"the partner has no variant {name!r}"}
+        profile, why = profile_side(workloads[name], str(message["rootdir"]), str(message["test_id"]),
+                                    str(message.get("side", "partner")), int(message["iterations"]), self.profiler)
+        return {"profile": None if profile is None else profile.to_dict(), "reason": why}
 
     def _build(self, test_id: str, mode: str, raw: RawRun) -> Measurement:
         from pytest_tfperf.diagnoses import diagnostics
