@@ -70,7 +70,8 @@ def profiled(root: Path) -> list[list[str]]:
 
 def test_each_side_is_profiled_in_its_own_process_and_the_change_is_attributed(tmp_path: Path) -> None:
     change = make_trees(tmp_path)
-    proc = run(change, "--tfperf-explain", f"--tfperf-json={tmp_path / 'out.json'}")
+    proc = run(change, "--tfperf-explain", f"--tfperf-json={tmp_path / 'out.json'}",
+               f"--tfperf-html={tmp_path / 'report.html'}", f"--tfperf-markdown={tmp_path / 'summary.md'}")
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
     assert "test_mod.py::test_slow: performance regressed against ../baseline" in out
@@ -89,6 +90,10 @@ def test_each_side_is_profiled_in_its_own_process_and_the_change_is_attributed(t
     tests = json.loads((tmp_path / "out.json").read_text())["tests"]
     assert tests["test_mod.py::test_slow"]["explanation"]["causes"][0]["key"] == "layer:planted"
     assert "explanation" not in tests["test_mod.py::test_same"]
+    assert "planted (MatMul family) appeared +50.00 ms/iteration" in (tmp_path / "summary.md").read_text()
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('data-explain="time"') == 1 and "planted (MatMul family)</td>" in page
+    assert f"tensorboard --logdir {calls[0][3]}" in page
 
 
 def test_nothing_is_profiled_without_the_option(tmp_path: Path) -> None:
