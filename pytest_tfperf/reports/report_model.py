@@ -182,7 +182,9 @@ def _explanation_view(data: Mapping[str, Any], what: str) -> ExplanationView | N
     suffix = "_bytes" if unit == "bytes" else "_ms"
     if "causes" not in data:
         lines = data.get("lines")
-        reason = data.get("reason") or (lines[0] if isinstance(lines, list) and lines else None)
+        reason = data.get("reason")
+        if reason is None and "memory" not in data:  # an older form: its first line says why
+            reason = lines[0] if isinstance(lines, list) and lines else None
         if reason is None:
             return None
         return ExplanationView(what, unit, None, (), (), (), str(reason))

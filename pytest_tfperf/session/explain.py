@@ -177,3 +177,76 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
         if why is not None:
             why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
     return explain(base, current, measured_s, why)
+
+
+# -- memory: a TF-allocator peak that regressed, split over the ops whose bytes at the peak moved ----------
+
+TF_ALLOCATOR_METRIC = "peak_tf_allocator["
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryExplained(Explanation):
+    """An explanation that also says where the memory went (``memory``: ``profiling.memory.memory_dict``, or
+    ``{"lines", "reason"}`` when there is none); ``lines`` holds the time's lines (if any) then the memory's."""
+
+    memory: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.attribution) if self.attribution is not None else {"lines": list(self.lines),
+                                                                          "reason": self.reason}
+        if self.memory is not None:
+            out["memory"] = dict(self.memory)
+        return out
+
+    @property
+    def headline(self) -> str:
+        if self.attribution is not None or self.reason is not None or self.memory is None:
+            return Explanation.headline.fget(self)  # type: ignore[attr-defined,no-any-return]
+        causes = self.memory.get("causes") or []
+        if not causes:
+            lines = self.memory.get("lines") or [""]
+            return str(lines[0]) if self.memory.get("reason") else "no op's bytes at the peak moved beyond their noise"
+        top = causes[0]
+        return f"{top['label']} {top['how']} {top['delta_bytes'] / 2**20:+.2f} MiB at the TF allocator's peak"
+
+
+def regressed_tf_memory(verdict: Any) -> Any:
+    """The TF-allocator peak verdict that regressed (a ``MetricVerdict``), or None."""
+    for m in getattr(verdict, "metrics", ()) or ():
+        if m.metric.startswith(TF_ALLOCATOR_METRIC) and str(m.status) == "regressed":
+            return m
+    return None
+
+
+def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | None, measured_bytes: float,
+                   why_not: str | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """Read the allocations of both sides' raw profiles and split ``measured_bytes`` (the added peak's change) over
+    the ops that moved: (lines, the JSON form), or one line saying why not."""
+    from pytest_tfperf.profiling.memory import attribute_memory, memory_dict, memory_from_logdir
+
+    def none(reason: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+        line = f"no explanation of the memory: {reason}"
+        return (line,), {"lines": [line], "reason": reason}
+
+    if why_not is not None or base_logdir is None or current_logdir is None:
+        return none(why_not or "no profile")
+    base, why = memory_from_logdir(base_logdir)
+    if base is None:
+        return none(f"the baseline side's profile: {why}")
+    current, why = memory_from_logdir(current_logdir)
+    if current is None:
+        return none(f"the current side's profile: {why}")
+    try:
+        att = attribute_memory(base, current, measured_bytes)
+    except ValueError as exc:
+        return none(f"the allocations could not be compared: {exc}")
+    data = memory_dict(att)
+    return tuple(data["lines"]), data  # type: ignore[arg-type]
+
+
+def with_memory(time: Explanation | None, memory: tuple[tuple[str, ...], dict[str, Any]]) -> MemoryExplained:
+    """One explanation holding the time's (when the throughput regressed too) and the memory's."""
+    lines, data = memory
+    if time is None:
+        return MemoryExplained(lines=lines, memory=data)
+    return MemoryExplained(lines=time.lines + lines, attribution=time.attribution, reason=time.reason, memory=data)

@@ -189,6 +189,46 @@ class TfPerfSession:
                                                measured_s=o.measurement.median_s - baseline.median_s,
                                                median_s=baseline.median_s, budget_s=settings.budget_s,
                                                rootdir=self.rootdir, profiler=self.profiler)
+        for name, o in outcomes.items():
+            if o.failed:
+                self._explain_memory(o, name, workloads, measured, reference, settings, against=against)
+
+    def _explain_memory(self, o: Outcome, name: str, workloads: dict[str, Workload],
+                        measured: dict[str, Measurement], reference: str | None, settings: RunSettings, *,
+                        against: bool) -> None:
+        """A TF-allocator peak that regressed: the allocations by op of both sides' raw profiles (taken for the
+        time's explanation, or now), the added peak's change split over the ops that moved."""
+        from pytest_tfperf.session.explain import (
+            explain_memory, explain_pair, profile_dir, regressed_tf_memory, with_memory,
+        )
+
+        metric = regressed_tf_memory(o.verdict)
+        if metric is None:
+            return
+        test_id = o.measurement.test_id
+        sides = (("partner", "this") if against else ("reference", "variant")
+                 if reference is not None and name != reference else None)
+        time = o.explanation
+        why = None
+        if sides is None:
+            why = "the stored baseline keeps no allocations by op; compare beside the other version " \
+                  "(--tfperf-against) or with tfperf.compare(reference=...)"
+        elif time is None:  # the throughput passed: the sides are profiled for the memory alone
+            if against:
+                taken = self._explain_against(o, workloads[name], settings)
+            else:
+                ref = measured[reference]  # type: ignore[index]
+                taken = explain_pair(test_id, workloads[reference], workloads[name],  # type: ignore[index]
+                                     measured_s=o.measurement.median_s - ref.median_s, median_s=ref.median_s,
+                                     budget_s=settings.budget_s, rootdir=self.rootdir, profiler=self.profiler)
+            why = taken.reason
+        elif time.reason is not None:
+            why = time.reason
+        base_dir, current_dir = ((profile_dir(self.rootdir, test_id, sides[0]), profile_dir(self.rootdir, test_id,
+                                                                                            sides[1]))
+                                 if sides is not None else (None, None))
+        o.explanation = with_memory(time, explain_memory(base_dir, current_dir,
+                                                         float(metric.current_value - metric.baseline_value), why))
 
     def _explain_against(self, o: Outcome, workload: Workload, settings: RunSettings) -> Any:
         """A regression beside the partner: the partner profiles its side in its process, then this side here."""
