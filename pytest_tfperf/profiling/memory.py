@@ -75,6 +75,43 @@ class MemoryProfile:
         return sum(self.peaks) / len(self.peaks) if self.peaks else 0.0
 
 
+MEMORY_FORMAT = 1
+STORED_GROUPS = 20  # groups a stored memory profile keeps; the rest are summed into one, so parts still add up
+
+
+class MemoryFormatError(ValueError):
+    """A stored memory profile this version cannot read, in one line."""
+
+
+def memory_to_dict(profile: MemoryProfile, *, top: int = STORED_GROUPS) -> dict[str, Any]:
+    """The compact JSON form a baseline stores (whole bytes; the ``top`` largest groups, the rest as one)."""
+    kept = list(profile.groups[:top])
+    rest = profile.groups[top:]
+    if rest:
+        k = len(profile.peaks)
+        kept.append(MemoryGroup("other", "other ops", tuple(sum(g.per_window[w] for g in rest) for w in range(k))))
+    return {"version": MEMORY_FORMAT, "allocator": profile.allocator, "peaks": [round(v) for v in profile.peaks],
+            "groups": [{"key": g.key, "label": g.label, "per_window": [round(v) for v in g.per_window]}
+                       for g in kept], "allocations": profile.allocations}
+
+
+def memory_from_dict(data: Any, logdir: str | None = None) -> MemoryProfile:
+    """A stored memory profile read back; MemoryFormatError naming what is wrong, never a guess."""
+    version = data.get("version") if isinstance(data, Mapping) else None
+    if version != MEMORY_FORMAT:
+        raise MemoryFormatError(f"memory profile format version {version!r} is not {MEMORY_FORMAT}")
+    try:
+        peaks = tuple(float(v) for v in data["peaks"])
+        groups = tuple(MemoryGroup(str(g["key"]), str(g["label"]), tuple(float(v) for v in g["per_window"]))
+                       for g in data["groups"])
+        if not peaks or any(len(g.per_window) != len(peaks) for g in groups):
+            raise ValueError("window counts differ")
+        return MemoryProfile(allocator=str(data["allocator"]), peaks=peaks, groups=groups,
+                             allocations=int(data["allocations"]), logdir=logdir)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MemoryFormatError(f"stored memory profile is malformed: {type(exc).__name__}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryChange:
     key: str

@@ -219,18 +219,29 @@ def regressed_tf_memory(verdict: Any) -> Any:
 
 
 def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | None, measured_bytes: float,
-                   why_not: str | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """Read the allocations of both sides' raw profiles and split ``measured_bytes`` (the added peak's change) over
-    the ops that moved: (lines, the JSON form), or one line saying why not."""
-    from pytest_tfperf.profiling.memory import attribute_memory, memory_dict, memory_from_logdir
+                   why_not: str | None = None, *, stored: Mapping[str, Any] | None = None
+                   ) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """Read the allocations of both sides' raw profiles (or the baseline's from ``stored``, a stored profile's
+    ``"memory"``) and split ``measured_bytes`` (the added peak's change) over the ops that moved: (lines, the
+    JSON form), or one line saying why not."""
+    from pytest_tfperf.profiling.memory import (
+        MemoryFormatError, attribute_memory, memory_dict, memory_from_dict, memory_from_logdir,
+    )
 
     def none(reason: str) -> tuple[tuple[str, ...], dict[str, Any]]:
         line = f"no explanation of the memory: {reason}"
         return (line,), {"lines": [line], "reason": reason}
 
-    if why_not is not None or base_logdir is None or current_logdir is None:
+    if why_not is not None or (base_logdir is None and stored is None) or current_logdir is None:
         return none(why_not or "no profile")
-    base, why = memory_from_logdir(base_logdir)
+    if stored is not None:
+        try:
+            base = memory_from_dict(stored, None if base_logdir is None else str(base_logdir))
+        except MemoryFormatError as exc:
+            return none(f"the baseline's memory profile cannot be read ({exc}); refresh it with --tfperf-update "
+                        "--tfperf-explain")
+    else:
+        base, why = memory_from_logdir(base_logdir)  # type: ignore[arg-type]
     if base is None:
         return none(f"the baseline side's profile: {why}")
     current, why = memory_from_logdir(current_logdir)
@@ -250,3 +261,12 @@ def with_memory(time: Explanation | None, memory: tuple[tuple[str, ...], dict[st
     if time is None:
         return MemoryExplained(lines=lines, memory=data)
     return MemoryExplained(lines=time.lines + lines, attribution=time.attribution, reason=time.reason, memory=data)
+
+
+def stored_memory(logdir: str | Path) -> dict[str, Any] | None:
+    """What a refresh stores beside the compact profile: the allocations by op read from its raw profile
+    (``memory_to_dict``), or None when it holds none (a TensorFlow without allocation events)."""
+    from pytest_tfperf.profiling.memory import memory_from_logdir, memory_to_dict
+
+    profile, _ = memory_from_logdir(logdir)
+    return None if profile is None else memory_to_dict(profile)

@@ -136,6 +136,7 @@ class TfPerfSession:
         if self.config.explain:
             try:
                 self._explain(fx, workloads, measured, outcomes, reference, settings, against=against)
+                self._store_memory(measured)
             finally:
                 if self._partner is not None:
                     self._partner.release_held()  # the partner's test ends: nothing more to profile there
@@ -193,42 +194,63 @@ class TfPerfSession:
             if o.failed:
                 self._explain_memory(o, name, workloads, measured, reference, settings, against=against)
 
+    def _store_memory(self, measured: dict[str, Measurement]) -> None:
+        """A refresh under --tfperf-explain: the baseline's allocations by op join its stored profile (``"memory"``,
+        a few hundred bytes), so a stored TF-allocator regression can be explained later."""
+        from pytest_tfperf.session.explain import profile_dir, stored_memory
+
+        for m in measured.values():
+            stored = self.profiles.get(m.test_id)
+            if stored is not None and "memory" not in stored:
+                memory = stored_memory(profile_dir(self.rootdir, m.test_id, "baseline"))
+                if memory is not None:
+                    stored["memory"] = memory
+
     def _explain_memory(self, o: Outcome, name: str, workloads: dict[str, Workload],
                         measured: dict[str, Measurement], reference: str | None, settings: RunSettings, *,
                         against: bool) -> None:
         """A TF-allocator peak that regressed: the allocations by op of both sides' raw profiles (taken for the
-        time's explanation, or now), the added peak's change split over the ops that moved."""
+        time's explanation, or now: then the time's lines are not shown), the added peak's change split over the
+        ops that moved. A stored baseline's side is the allocations its refresh stored (``_store_memory``)."""
         from pytest_tfperf.session.explain import (
-            explain_memory, explain_pair, profile_dir, regressed_tf_memory, with_memory,
+            explain_memory, explain_pair, explain_stored, profile_dir, regressed_tf_memory, with_memory,
         )
 
         metric = regressed_tf_memory(o.verdict)
         if metric is None:
             return
         test_id = o.measurement.test_id
-        sides = (("partner", "this") if against else ("reference", "variant")
-                 if reference is not None and name != reference else None)
+        change = float(metric.current_value - metric.baseline_value)
         time = o.explanation
-        why = None
-        if sides is None:
-            why = "the stored baseline keeps no allocations by op; compare beside the other version " \
-                  "(--tfperf-against) or with tfperf.compare(reference=...)"
-        elif time is None:  # the throughput passed: the sides are profiled for the memory alone
-            if against:
-                taken = self._explain_against(o, workloads[name], settings)
-            else:
-                ref = measured[reference]  # type: ignore[index]
-                taken = explain_pair(test_id, workloads[reference], workloads[name],  # type: ignore[index]
-                                     measured_s=o.measurement.median_s - ref.median_s, median_s=ref.median_s,
-                                     budget_s=settings.budget_s, rootdir=self.rootdir, profiler=self.profiler)
-            why = taken.reason
-        elif time.reason is not None:
-            why = time.reason
-        base_dir, current_dir = ((profile_dir(self.rootdir, test_id, sides[0]), profile_dir(self.rootdir, test_id,
-                                                                                            sides[1]))
-                                 if sides is not None else (None, None))
-        o.explanation = with_memory(time, explain_memory(base_dir, current_dir,
-                                                         float(metric.current_value - metric.baseline_value), why))
+        stored = o.stored_profile.get("memory") if isinstance(o.stored_profile, dict) else None
+        if against or (reference is not None and name != reference):
+            if time is None:  # the throughput passed: the sides are profiled for the memory alone
+                if against:
+                    time_alone = self._explain_against(o, workloads[name], settings)
+                else:
+                    ref = measured[reference]  # type: ignore[index]
+                    time_alone = explain_pair(test_id, workloads[reference], workloads[name],  # type: ignore[index]
+                                              measured_s=o.measurement.median_s - ref.median_s,
+                                              median_s=ref.median_s, budget_s=settings.budget_s,
+                                              rootdir=self.rootdir, profiler=self.profiler)
+            base_side, current_side = ("partner", "this") if against else ("reference", "variant")
+            why = (time_alone if time is None else time).reason
+            memory = explain_memory(profile_dir(self.rootdir, test_id, base_side),
+                                    profile_dir(self.rootdir, test_id, current_side), change, why)
+        elif o.stored is not None and isinstance(stored, dict):
+            if time is None:  # the throughput passed: the current side is profiled for the memory alone
+                baseline = o.stored[0]
+                time_alone = explain_stored(test_id, o.stored_profile, workloads[name],
+                                            measured_s=o.measurement.median_s - baseline.median_s,
+                                            median_s=baseline.median_s, budget_s=settings.budget_s,
+                                            rootdir=self.rootdir, profiler=self.profiler)
+            why = (time_alone if time is None else time).reason
+            memory = explain_memory(o.stored_profile.get("logdir") or None,  # type: ignore[union-attr]
+                                    profile_dir(self.rootdir, test_id, "current"), change, why, stored=stored)
+        else:
+            memory = explain_memory(None, None, change, "the stored baseline keeps no allocations by op; refresh "
+                                    "it with --tfperf-update --tfperf-explain")
+        o.explanation = with_memory(time, memory)
 
     def _explain_against(self, o: Outcome, workload: Workload, settings: RunSettings) -> Any:
         """A regression beside the partner: the partner profiles its side in its process, then this side here."""

@@ -9,6 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from pytest_tfperf.config import SessionConfig
 from pytest_tfperf.measuring.workload import RunSettings, Workload
 from pytest_tfperf.model import Measurement, Timings
@@ -62,8 +64,59 @@ def test_a_stored_baseline_says_it_keeps_no_allocations_and_nothing_is_profiled(
                             against=False)
     assert not session.profiler.calls
     assert o.explanation.lines == ("no explanation of the memory: the stored baseline keeps no allocations by op; "
-                                   "compare beside the other version (--tfperf-against) or with "
-                                   "tfperf.compare(reference=...)",)
+                                   "refresh it with --tfperf-update --tfperf-explain",)
+
+
+def write_xplane(logdir: Path, wide: int) -> None:
+    from tests.unit.test_profiling_memory import step_space
+
+    run = Path(logdir) / "plugins" / "profile" / "2026_11_26"
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "host.xplane.pb").write_bytes(step_space(wide=wide).space.SerializeToString())
+
+
+class XplaneProfiler(FakeProfiler):
+    """A fake profiled pass that also leaves a raw profile with allocation events, as TensorFlow would."""
+
+    def __init__(self, wide: int, **by_side: Any) -> None:
+        super().__init__(**by_side)
+        self.wide = wide
+
+    def __call__(self, step: Any, logdir: Path, *, name: str, windows: int, iterations: int) -> Any:
+        write_xplane(logdir, self.wide)
+        return super().__call__(step, logdir, name=name, windows=windows, iterations=iterations)
+
+
+def test_a_refresh_stores_the_allocations_and_a_stored_regression_is_explained_against_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_tfperf.profiling import xspace
+    from pytest_tfperf.session.explain import profile_dir
+    from tests.unit.test_profiling_xspace import xplane_pb2
+
+    # The protobuf module loaded from its file, as test_profiling_xspace.py does: importing it by name would
+    # import TensorFlow into this process.
+    monkeypatch.setattr(xspace, "xplane_module", lambda: xplane_pb2)
+
+    session = TfPerfSession(SessionConfig(measure=True, explain=True, update=True), str(tmp_path))
+    o = outcome("t.py::test", metric("peak_tf_allocator[CPU:0]", "regressed", MIB, 5.1 * MIB))
+    session.profiles[o.measurement.test_id] = {**BASE.to_dict(), "logdir": ".tfperf/profiles/t.py_test/baseline"}
+    write_xplane(profile_dir(tmp_path, "t.py::test", "baseline"), wide=MIB)
+    session._store_memory({"": o.measurement})
+    stored = session.profiles["t.py::test"]
+    assert stored["memory"]["version"] == 1 and stored["memory"]["allocator"] == "bfc_cpu_allocator_for_gpu"
+
+    later = TfPerfSession(SessionConfig(measure=True, explain=True), str(tmp_path))
+    later.profiler = XplaneProfiler(5 * MIB, current=BASE)
+    o.stored, o.stored_profile = (o.measurement, None), stored
+    later._explain_memory(o, "", {"": Workload(call=lambda: None)}, {"": o.measurement}, None, RunSettings(),
+                          against=False)
+    assert [c[0] for c in later.profiler.calls] == ["current"]
+    lines = o.explanation.lines
+    assert lines[0].startswith("where the memory went: +4.10 MiB added peak measured (profiled windows +4.00 MiB")
+    assert lines[1].startswith("  wide grew +4.00 MiB at the peak")
+    memory = o.explanation.to_dict()["memory"]
+    assert memory["base_logdir"] == ".tfperf/profiles/t.py_test/baseline"
+    assert memory["current_logdir"] == str(profile_dir(tmp_path, "t.py::test", "current"))
 
 
 def test_the_memory_joins_the_times_explanation_and_its_headline_speaks_of_bytes() -> None:

@@ -9,8 +9,11 @@ import pytest
 from pytest_tfperf.profiling.memory import (
     FREED_FROM_BEFORE,
     MemoryGroup,
+    MemoryFormatError,
     MemoryProfile,
     attribute_memory,
+    memory_from_dict,
+    memory_to_dict,
     memory_dict,
     memory_lines,
     read_memory,
@@ -118,3 +121,20 @@ def test_a_profile_without_allocation_events_says_so_in_one_line() -> None:
     empty.event("python", "x", 0, 1)
     with pytest.raises(ProfileUnavailable, match="window"):
         read_memory(empty.parsed())
+
+
+def test_the_stored_form_is_compact_keeps_the_parts_adding_up_and_refuses_what_it_cannot_read() -> None:
+    profile = read_memory(step_space().parsed())
+    data = memory_to_dict(profile, top=2)
+    assert [g["key"] for g in data["groups"]] == [g.key for g in profile.groups[:2]] + ["other"]
+    again = memory_from_dict(data, logdir="/stored")
+    assert again.logdir == "/stored" and again.peaks == profile.peaks
+    for w in range(3):
+        assert sum(g.per_window[w] for g in again.groups) == again.peaks[w]
+    assert len(__import__("json").dumps(memory_to_dict(profile))) < 2000
+    with pytest.raises(MemoryFormatError, match="version 2 is not 1"):
+        memory_from_dict({**data, "version": 2})
+    with pytest.raises(MemoryFormatError, match="malformed: KeyError"):
+        memory_from_dict({"version": 1})
+    with pytest.raises(MemoryFormatError, match="window counts differ"):
+        memory_from_dict({**data, "peaks": [1.0]})
