@@ -1,7 +1,7 @@
 """--tfperf-against --tfperf-explain end to end, with a fake profiler in both trees (pure-Python workloads): the
 partner profiles its side in its own process when asked, after its result; the failure message and the JSON
 carry the attribution; profiler trouble on the partner's side is one line and the verdict stands.
-The partner's timeout is unit-tested (tests/unit/test_partner_profile.py); a real model: benchmarks.
+The partner's timeout is unit-tested (tests/unit/test_partner.py); a real model: benchmarks.
 """
 
 from __future__ import annotations
