@@ -54,6 +54,11 @@ def test_a_memory_explanation_inside_reads_in_bytes() -> None:
     assert views[1].parts == (ExplanationPart("wide (MatMul family)", "grew", 2 * 2**20, 0.0),
                               ExplanationPart("remainder", "", 2**20, None))
     assert explanation_views(None) == () and explanation_views({"lines": []}) == ()
+    # The memory alone (the throughput passed): no time row, even though "lines" holds the memory's lines.
+    alone = explanation_views({"lines": ["where the memory went: ..."], "reason": None,
+                               "memory": {"lines": ["no explanation of the memory: no events"],
+                                          "reason": "no events"}})
+    assert [(v.what, v.reason) for v in alone] == [("memory", "no events")]
 
 
 def test_the_page_shows_the_table_and_commands_escaped_and_well_formed(tmp_path: Path) -> None:
