@@ -77,7 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "reliable gate on a noisy machine")
     group.addoption("--tfperf-explain", action="store_true", default=None,
                     help="explain a throughput regression from TensorFlow's profiler: profile both sides after "
-                         "the measurement (never in the timed rounds) and say which ops or tf.data stages moved "
+                         "the measurement (never in the timed rounds) and say which ops or tf.data stages moved, "
+                         "and which ops a TF allocator peak grew by "
                          "(default: ini tfperf_explain or false); with --tfperf-update, store each test's "
                          "compact profile in its baseline")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,

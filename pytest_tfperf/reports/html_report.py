@@ -18,7 +18,7 @@ from pathlib import Path
 from pytest_tfperf.storage.atomic_files import atomic_write_text
 from pytest_tfperf.reports.effect_lines import EffectRow
 from pytest_tfperf.reports.report import format_rate
-from pytest_tfperf.reports.report_model import Report, TestView
+from pytest_tfperf.reports.report_model import ExplanationView, Report, TestView
 
 _STATUS = {"failed": ("FAILED", "bad"), "regressed": ("REGRESSED", "bad"), "noisy": ("noisy", "warn"),
            "unconfirmed": ("unconfirmed", "warn"),
@@ -63,6 +63,9 @@ figure{margin:0}svg.chart{width:100%;height:auto;display:block}
 .meter{display:inline-block;width:8em;height:.8em;background:var(--soft);border:1px solid var(--line);
 vertical-align:middle}.meter i{display:block;height:100%;background:#0b62d6}
 .note{color:var(--muted);font-size:.85em}
+table.explain{width:auto;min-width:50%;margin:4px 0}
+table.explain tr.total td{font-weight:600;border-top:2px solid var(--line)}
+code.cmd{display:block;font-size:.82em;word-break:break-all;color:var(--muted)}
 @media (max-width:720px){
  main{padding:8px}.charts{grid-template-columns:1fr}
  table.cards thead{display:none}
@@ -180,6 +183,39 @@ def _catalog(effects: Sequence[EffectRow]) -> str:
     return "".join(parts)
 
 
+def _amount(value: float | None, unit: str, signed: bool = True) -> str:
+    """An explanation's figure: ms per iteration, or bytes as KiB/MiB."""
+    if value is None:
+        return "–"
+    if unit == "bytes":
+        scaled, name = (value / 2**20, "MiB") if abs(value) >= 2**20 else (value / 2**10, "KiB")
+        return f"{scaled:+,.1f} {name}" if signed else f"{scaled:,.1f} {name}"
+    digits = 2 if abs(value) < 10 else 1
+    return f"{value:+.{digits}f} ms" if signed else f"{value:.{digits}f} ms"
+
+
+def _explanation(x: ExplanationView) -> str:
+    """The additive parts as a small table (group, how, change ± noise), the notes, the tensorboard commands."""
+    title = "Where the memory went" if x.what == "memory" else "Where the time went"
+    per = "" if x.unit == "bytes" else "/iteration"
+    if x.reason is not None:
+        return f'<div class="msg explain" data-explain="{x.what}"><b>{title}:</b> {_e(x.reason)}</div>'
+    head = f'<h4 data-explain="{x.what}">{title}: {_e(_amount(x.measured, x.unit))}{per} measured</h4>'
+    rows = "".join(
+        f'<tr><td data-label="group">{_e(p.group)}</td><td data-label="how">{_e(p.how)}</td>'
+        f'<td class="num" data-label="change">{_e(_amount(p.delta, x.unit))}</td>'
+        f'<td class="num" data-label="noise">{"" if p.noise is None else "± " + _e(_amount(p.noise, x.unit, False))}'
+        "</td></tr>" for p in x.parts)
+    if x.measured is not None:
+        rows += (f'<tr class="total"><td data-label="group">measured</td><td></td>'
+                 f'<td class="num" data-label="change">{_e(_amount(x.measured, x.unit))}</td><td></td></tr>')
+    table = ('<table class="cards explain"><thead><tr><th>group</th><th>how</th>'
+             f"<th>change{per}</th><th>noise</th></tr></thead><tbody>{rows}</tbody></table>") if rows else ""
+    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in x.notes)
+    commands = "".join(f'<code class="cmd">{_e(c)}  # {_e(side)}</code>' for side, c in x.commands)
+    return head + table + notes + commands
+
+
 def _test_section(t: TestView) -> str:
     from pytest_tfperf.reports import plots
 
@@ -199,6 +235,7 @@ def _test_section(t: TestView) -> str:
         parts.append(f'<div class="msg{" bad" if t.failed else ""}">{_e(message)}</div>')
     for _, severity, diagnosis in t.diagnoses:
         parts.append(f'<div class="msg{" bad" if severity == "failure" else ""}">diagnosis: {_e(diagnosis)}</div>')
+    parts += [_explanation(x) for x in t.explanations]
     charts = []
     if t.rounds_current:
         charts.append(f'<figure class="plot" data-plot="rounds">'

@@ -139,6 +139,83 @@ class MemorySeries:
 
 
 @dataclass(frozen=True, slots=True)
+class ExplanationPart:
+    """One line of an explanation's table: a group that moved (or the common factor, or the remainder)."""
+
+    group: str  # "planted (MatMul family)", "every group x1.35", "remainder"
+    how: str  # "appeared", "grew", ... ; "" for the common factor and the remainder
+    delta: float  # in the explanation's unit, per iteration
+    noise: float | None  # the noise it was compared with; None where none applies
+
+
+@dataclass(frozen=True, slots=True)
+class ExplanationView:
+    """What ``--tfperf-explain`` said about one verdict: the additive parts, or why there are none.
+
+    ``unit`` is "ms" (time per iteration) or "bytes" (a peak's change); ``parts`` add up to ``measured``
+    (the common factor and the remainder included).
+    """
+
+    what: str  # "time" or "memory"
+    unit: str
+    measured: float | None
+    parts: tuple[ExplanationPart, ...]
+    notes: tuple[str, ...]  # what the table does not hold: the stage behind a wait, "nothing moved"
+    commands: tuple[tuple[str, str], ...]  # (side, "tensorboard --logdir ...")
+    reason: str | None  # why there is no explanation
+
+
+def explanation_views(data: Mapping[str, Any] | None) -> tuple[ExplanationView, ...]:
+    """The explanations of one test from its results entry's ``"explanation"`` (time; a ``"memory"`` key inside
+    it holds the memory one). Every field is optional: results come from several versions of the plugin."""
+    if not isinstance(data, Mapping):
+        return ()
+    out = [_explanation_view(data, "time")]
+    memory = data.get("memory")
+    if isinstance(memory, Mapping):
+        out.append(_explanation_view(memory, "memory"))
+    return tuple(v for v in out if v is not None)
+
+
+def _explanation_view(data: Mapping[str, Any], what: str) -> ExplanationView | None:
+    unit = "bytes" if what == "memory" else "ms"
+    suffix = "_bytes" if unit == "bytes" else "_ms"
+    if "causes" not in data:
+        lines = data.get("lines")
+        reason = data.get("reason")
+        if reason is None and "memory" not in data:  # an older form: its first line says why
+            reason = lines[0] if isinstance(lines, list) and lines else None
+        if reason is None:
+            return None
+        return ExplanationView(what, unit, None, (), (), (), str(reason))
+    parts = []
+    factor_delta = as_float(data.get("common_factor" + suffix))
+    factor = as_float(data.get("common_factor"))
+    if factor_delta and factor is not None:
+        parts.append(ExplanationPart(f"every group x{factor:.2f}", "", factor_delta, None))
+    causes = data.get("causes")
+    for c in causes if isinstance(causes, list) else ():
+        if isinstance(c, Mapping) and as_float(c.get("delta" + suffix)) is not None:
+            parts.append(ExplanationPart(str(c.get("label", c.get("key", "?"))), str(c.get("how", "")),
+                                         float(c["delta" + suffix]), as_float(c.get("noise" + suffix))))
+    remainder = as_float(data.get("remainder" + suffix))
+    if remainder is not None:
+        parts.append(ExplanationPart("remainder", "", remainder, None))
+    notes = []
+    if not causes:
+        notes.append(f"no {'op' if what == 'memory' else 'op or stage'} moved beyond its noise"
+                     f" ({data.get('within_noise', 0)} groups compared)")
+    paced = data.get("paced_by")
+    if isinstance(paced, Mapping) and paced.get("label"):
+        notes.append(f"the wait for input is behind {paced['label']} ({paced.get('how', '')})")
+    commands = tuple((side, f"tensorboard --logdir {data[key]}")
+                     for side, key in (("baseline", "base_logdir"), ("current", "current_logdir"))
+                     if isinstance(data.get(key), str) and data[key])
+    return ExplanationView(what, unit, as_float(data.get("measured" + suffix)), tuple(parts), tuple(notes),
+                           commands, None)
+
+
+@dataclass(frozen=True, slots=True)
 class TestView:
     test_id: str
     anchor: str
@@ -160,6 +237,7 @@ class TestView:
     history: tuple[MetricHistory, ...]
     environment: str  # fingerprint
     source: str
+    explanations: tuple[ExplanationView, ...] = ()  # --tfperf-explain's, for a failed verdict
 
     @property
     def failed(self) -> bool:
@@ -391,6 +469,7 @@ def build_report(
             history=metric_histories(rows_by_test.get((test_id, fingerprint), []), figures),
             environment=fingerprint,
             source=entry.source,
+            explanations=explanation_views(entry.explanation),
         ))
     views.sort(key=lambda v: (v.severity, v.test_id))
     return Report(

@@ -38,6 +38,7 @@ class ShardedTest:
     environment: Environment
     source: str  # the results file, for messages
     reference: Measurement | None = None  # --tfperf-against: the other version's measurement
+    explanation: Mapping[str, Any] | None = None  # --tfperf-explain: where the time (or memory) went
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +116,7 @@ def merge_results(documents: Sequence[ResultsDocument]) -> ShardedResults:
         for test_id in doc.test_ids:
             entry = ShardedTest(test_id, doc.measurement(test_id), doc.verdict(test_id),
                                 doc.compared_with.get(test_id, ""), doc.environment, source,
-                                doc.references.get(test_id))
+                                doc.references.get(test_id), doc.explanations.get(test_id))
             earlier = tests.get(test_id)
             if earlier is not None:
                 raise ShardError(_duplicate(test_id, earlier, entry))

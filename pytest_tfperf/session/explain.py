@@ -28,6 +28,9 @@ from pytest_tfperf.profiling.model import Profile
 PROFILES_DIR = ".tfperf/profiles"
 WINDOWS = 5
 MAX_ITERATIONS = 50
+# How long the coordinator waits for the partner's profiled pass beyond its windows (warm-up, the profiler's stop,
+# reading the profile: capture's parse timeout is 60 s). Past it the partner process is stopped, never waited on.
+PARTNER_PROFILE_SLACK_S = 120.0
 NO_STORED_PROFILE = ("no explanation: the baseline holds no profile; refresh it with "
                      "--tfperf-update --tfperf-explain")
 
@@ -144,3 +147,126 @@ def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workl
     current, why = profile_side(current_workload, rootdir, test_id, "current",
                                 iterations_for(median_s, budget_s), profiler)
     return explain(base, current, measured_s, why)
+
+
+def partner_profile_timeout_s(median_s: float, iterations: int, windows: int = WINDOWS) -> float:
+    """The longest wait for the partner's profiled pass: its windows at 3x their measured time, plus the slack."""
+    per_iteration = median_s if math.isfinite(median_s) and median_s > 0 else 1.0
+    return PARTNER_PROFILE_SLACK_S + 3.0 * (1 + windows * iterations) * per_iteration
+
+
+def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping[str, Any] | None, str | None]],
+                    workload: Workload, measured_s: float, median_s: float, budget_s: float, rootdir: str | Path, *,
+                    profiler: Profiler | None = None) -> Explanation:
+    """A ``--tfperf-against`` regression: the partner profiles its side in its own process
+    (``profile_partner(iterations)`` gives its compact profile as a dict, or why there is none), then this side
+    is profiled here (``this``), one after the other, and ``measured_s`` (this median - the partner's) attributed."""
+    from pytest_tfperf.profiling.model import ProfileFormatError
+
+    iterations = iterations_for(median_s, budget_s)
+    raw, why = profile_partner(iterations)
+    base = None
+    if raw is not None:
+        try:
+            base = Profile.from_dict(raw)
+        except ProfileFormatError as exc:
+            why = f"the partner's profile cannot be read ({exc}); install the same pytest-tfperf for both trees"
+    current = None
+    if base is not None:
+        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler)
+        if why is not None:
+            why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
+    return explain(base, current, measured_s, why)
+
+
+# -- memory: a TF-allocator peak that regressed, split over the ops whose bytes at the peak moved ----------
+
+TF_ALLOCATOR_METRIC = "peak_tf_allocator["
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryExplained(Explanation):
+    """An explanation that also says where the memory went (``memory``: ``profiling.memory.memory_dict``, or
+    ``{"lines", "reason"}`` when there is none); ``lines`` holds the time's lines (if any) then the memory's."""
+
+    memory: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.attribution) if self.attribution is not None else {"lines": list(self.lines),
+                                                                          "reason": self.reason}
+        if self.memory is not None:
+            out["memory"] = dict(self.memory)
+        return out
+
+    @property
+    def headline(self) -> str:
+        if self.attribution is not None or self.reason is not None or self.memory is None:
+            return Explanation.headline.fget(self)  # type: ignore[attr-defined,no-any-return]
+        causes = self.memory.get("causes") or []
+        if not causes:
+            lines = self.memory.get("lines") or [""]
+            return str(lines[0]) if self.memory.get("reason") else "no op's bytes at the peak moved beyond their noise"
+        top = causes[0]
+        return f"{top['label']} {top['how']} {top['delta_bytes'] / 2**20:+.2f} MiB at the TF allocator's peak"
+
+
+def regressed_tf_memory(verdict: Any) -> Any:
+    """The TF-allocator peak verdict that regressed (a ``MetricVerdict``), or None."""
+    for m in getattr(verdict, "metrics", ()) or ():
+        if m.metric.startswith(TF_ALLOCATOR_METRIC) and str(m.status) == "regressed":
+            return m
+    return None
+
+
+def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | None, measured_bytes: float,
+                   why_not: str | None = None, *, stored: Mapping[str, Any] | None = None
+                   ) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """Read the allocations of both sides' raw profiles (or the baseline's from ``stored``, a stored profile's
+    ``"memory"``) and split ``measured_bytes`` (the added peak's change) over the ops that moved: (lines, the
+    JSON form), or one line saying why not."""
+    from pytest_tfperf.profiling.memory import (
+        MemoryFormatError, attribute_memory, memory_dict, memory_from_dict, memory_from_logdir,
+    )
+
+    def none(reason: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+        line = f"no explanation of the memory: {reason}"
+        return (line,), {"lines": [line], "reason": reason}
+
+    if why_not is not None or (base_logdir is None and stored is None) or current_logdir is None:
+        return none(why_not or "no profile")
+    if stored is not None:
+        try:
+            base = memory_from_dict(stored, None if base_logdir is None else str(base_logdir))
+        except MemoryFormatError as exc:
+            return none(f"the baseline's memory profile cannot be read ({exc}); refresh it with --tfperf-update "
+                        "--tfperf-explain")
+    else:
+        base, why = memory_from_logdir(base_logdir)  # type: ignore[arg-type]
+    if base is None:
+        return none(f"the baseline side's profile: {why}")
+    current, why = memory_from_logdir(current_logdir)
+    if current is None:
+        return none(f"the current side's profile: {why}")
+    try:
+        att = attribute_memory(base, current, measured_bytes)
+    except ValueError as exc:
+        return none(f"the allocations could not be compared: {exc}")
+    data = memory_dict(att)
+    return tuple(data["lines"]), data  # type: ignore[arg-type]
+
+
+def with_memory(time: Explanation | None, memory: tuple[tuple[str, ...], dict[str, Any]]) -> MemoryExplained:
+    """One explanation holding the time's (when the throughput regressed too) and the memory's."""
+    lines, data = memory
+    if time is None:
+        return MemoryExplained(lines=lines, memory=data)
+    return MemoryExplained(lines=time.lines + lines, attribution=time.attribution, reason=time.reason, memory=data)
+
+
+def stored_memory(logdir: str | Path) -> dict[str, Any] | None:
+    """What a refresh stores beside the compact profile: the allocations by op read from its raw profile
+    (``memory_to_dict``), or None when it holds none (a TensorFlow without allocation events)."""
+    from pytest_tfperf.profiling.memory import memory_from_logdir, memory_to_dict
+
+    profile, _ = memory_from_logdir(logdir)
+    return None if profile is None else memory_to_dict(profile)

@@ -22,6 +22,13 @@ made for the run, or a directory). This session drives it test by test:
 4. A throughput regression, or a borderline verdict, is measured again beside a
    fresh partner process (``Partner.restart``; the tree stays) and the pooled
    rounds decide (``TfPerfSession._judge_against``).
+5. Under ``--tfperf-explain`` the ``run`` request says ``explain``: after its
+   ``result`` the partner keeps the test's workload and waits. ``profile`` asks
+   it for a profiled pass of its side into a folder this session names (the
+   answer, ``profiled``, holds the compact profile or why there is none);
+   ``release`` lets its test end. Each side profiles its own code in its own
+   process, one after the other, and a partner that does not answer in time is
+   stopped (the next test starts a fresh one), never waited on.
 
 The wire format is one JSON object per line over two pipes whose descriptors
 the partner finds in ``TFPERF_PARTNER_FDS``. Any failure of the partner (a
@@ -62,7 +69,7 @@ from pytest_tfperf.session.partner_tree import (
 )
 
 LOG_TAIL_LINES = 30
-PROTOCOL = 1  # bumped when the messages change: both sessions must speak the same one
+PROTOCOL = 2  # bumped when the messages change: both sessions must speak the same one
 
 
 class Channel:
@@ -131,6 +138,7 @@ class Partner:
         self._scratch: Path | None = None
         self._tree: BaselineTree | None = None
         self._broken: str | None = None  # why the partner cannot be used at all any more
+        self.held: PairedRun | None = None  # a run whose partner test waits for "profile" or "release"
 
     @property
     def log_path(self) -> Path | None:
@@ -175,21 +183,26 @@ class Partner:
             raise PartnerError(self._broken) from None
         return self._channel
 
-    def begin(self, test_id: str, rounds: int, budget_s: float, *, variants: bool = False) -> PairedRun:
+    def begin(self, test_id: str, rounds: int, budget_s: float, *, variants: bool = False,
+              explain: bool = False) -> PairedRun:
         """Ask the partner to get ``test_id`` ready to measure; raises PartnerError with the reason it can't.
 
         ``variants``: a ``tfperf.compare()`` test may measure all its variants (a confirmation, read with
         ``finish_all``); without it the partner refuses one, since a pairing needs a single workload.
+        ``explain``: after its result the partner keeps the workload for a profiled pass (``PairedRun.profile``)
+        until released (``release_held``; the next ``begin``, ``restart`` or ``close`` release it too).
         """
+        self.release_held()
         channel = self._start()
         try:
-            channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s, variants=variants)
+            channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s, variants=variants,
+                         explain=explain)
             answer = channel.receive(self.timeout_s)
         except PartnerError as exc:
             self._lost(exc)
         op = answer.get("op")
         if op == "ready":
-            return PairedRun(self, channel, test_id)
+            return PairedRun(self, channel, test_id, explain=explain)
         if op == "missing":
             raise PartnerError(f"{self.against} has no test {test_id}")
         if op == "failed":
@@ -209,6 +222,26 @@ class Partner:
         lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
         return "; its output ended with:\n    " + "\n    ".join(lines) if lines else ""
 
+    def release_held(self) -> None:
+        """Let the partner's held test end (it waited for a ``profile`` request that did not come)."""
+        run, self.held = self.held, None
+        if run is not None:
+            run.release()
+
+    def abandon(self, why: str) -> None:
+        """Stop a partner that did not answer in time, at once: a late answer must never be read as the next
+        one. Not broken: the next test starts a fresh process in the same tree."""
+        self.held = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+        with open(self.log_path or os.devnull, "a") as log:
+            log.write(f"\n[tfperf] partner stopped by the coordinator: {why}\n")
+
     def restart(self) -> None:
         """Stop the partner process; the next test starts a fresh one in the same tree.
 
@@ -220,6 +253,7 @@ class Partner:
             self._stop_process()
 
     def _stop_process(self) -> None:
+        self.held = None  # "exit" ends a held test too
         if self._channel is not None:
             try:
                 self._channel.send(op="exit")
@@ -250,10 +284,11 @@ class Partner:
 class PairedRun:
     """One test measured beside its partner: ``pace`` drives the partner's rounds, ``finish`` fetches its figures."""
 
-    def __init__(self, partner: Partner, channel: Channel, test_id: str) -> None:
+    def __init__(self, partner: Partner, channel: Channel, test_id: str, *, explain: bool = False) -> None:
         self._partner = partner
         self._channel = channel
         self._test_id = test_id
+        self._explain = explain
         self.dropped: str | None = None  # why the pairing ended early, if it did
         self._rounds_done = 0
 
@@ -306,6 +341,8 @@ class PairedRun:
             raise PartnerError(f"the partner sent no result ({exc})") from None
         if answer.get("op") != "result":
             raise PartnerError(f"the partner sent no result: {answer.get('text', answer)}")
+        if self._explain:
+            self._partner.held = self  # its test now waits for "profile" or "release"
         where = Field(f"the partner's result for {self._test_id}", "", "a pytest-tfperf bug: please report it")
         # "measurements" carries every variant; a partner of an earlier version sends only "measurement".
         raw = answer.get("measurements") or [answer.get("measurement")]
@@ -313,6 +350,38 @@ class PairedRun:
             return [measurement_from_dict(item, where) for item in raw]
         except StorageError as exc:
             raise PartnerError(str(exc)) from None
+
+    def profile(self, *, rootdir: str, test_id: str, side: str, iterations: int, timeout_s: float,
+                variant: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+        """The partner's profiled pass of its side, into ``<rootdir>/.tfperf/profiles/<test>/<side>/``:
+        (its compact profile as a dict, None) or (None, why there is none). Never raises and never waits
+        longer than ``timeout_s``: a partner that has not answered by then is stopped (``Partner.abandon``)."""
+        if self._partner.held is not self:
+            return None, "the partner no longer holds this test's workload"
+        try:
+            self._channel.send(op="profile", rootdir=rootdir, test_id=test_id, side=side, iterations=iterations,
+                               variant=variant)
+            answer = self._channel.receive(timeout_s)
+        except PartnerError as exc:
+            why = f"the partner's profiled pass gave no answer ({exc}); that partner process was stopped"
+            self._partner.abandon(why)
+            return None, why
+        if answer.get("op") != "profiled":
+            why = f"the partner answered {str(answer.get('text', answer))[:200]} to a profile request"
+            self._partner.abandon(why)
+            return None, why
+        profile = answer.get("profile")
+        if isinstance(profile, dict):
+            return profile, None
+        return None, str(answer.get("reason") or "the partner sent no profile")
+
+    def release(self) -> None:
+        if self._partner.held is self:
+            self._partner.held = None
+        try:
+            self._channel.send(op="release")
+        except PartnerError:
+            pass  # gone already: nothing is held
 
     def _drain(self) -> None:
         while True:
@@ -332,6 +401,7 @@ class Request:
     rounds: int
     budget_s: float
     variants: bool = False  # every tfperf.compare() variant may be measured (a confirmation), not just one
+    explain: bool = False  # after the result, hold the workload for "profile" requests until "release"
     answered: bool = False  # a "ready", "result" or "failed" went back
     failure: str = ""
 
@@ -342,6 +412,7 @@ class PartnerServer:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.request: Request | None = None
+        self._exit = False  # "exit" came while a test was held
 
     @classmethod
     def from_environment(cls) -> PartnerServer:
@@ -355,7 +426,7 @@ class PartnerServer:
     def serve(self, items: Sequence[Any], run_item: Callable[[Any], None]) -> None:
         by_id = {item.nodeid: item for item in items}
         self.channel.send(op="hello", protocol=PROTOCOL, pid=os.getpid())
-        while True:
+        while not self._exit:
             try:
                 message = self.channel.receive(None)
             except PartnerError:
@@ -371,7 +442,8 @@ class PartnerServer:
                 self.channel.send(op="missing")
                 continue
             self.request = Request(test_id, int(message.get("rounds", 20)), float(message.get("budget_s", 2.0)),
-                                   variants=bool(message.get("variants", False)))
+                                   variants=bool(message.get("variants", False)),
+                                   explain=bool(message.get("explain", False)))
             try:
                 run_item(item)
             finally:
@@ -396,6 +468,33 @@ class PartnerServer:
 
         encoded = [measurement_to_dict(m) for m in measurements]
         self._answer(op="result", measurement=encoded[0], measurements=encoded)
+
+    def hold(self, profile: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """After the result, under ``explain``: answer ``profile`` requests (``profile(message)`` gives the
+        answer's fields) until ``release`` or ``exit``; the test ends then. Nothing here raises into the test:
+        a coordinator that is gone releases it."""
+        if self.request is None or not self.request.explain:
+            return
+        while True:
+            try:
+                message = self.channel.receive(None)
+            except PartnerError:
+                return
+            op = message.get("op")
+            if op == "exit":
+                self._exit = True
+                return
+            if op != "profile":
+                return  # "release" (or anything else: nothing is asked of this test any more)
+            try:
+                answer = profile(message)
+            except Exception as exc:  # noqa: BLE001 - the coordinator must get an answer, whatever happened
+                answer = {"profile": None, "reason": f"the partner's profiled pass raised {type(exc).__name__}: "
+                                                     f"{str(exc).strip()[:200]}"}
+            try:
+                self.channel.send(op="profiled", **answer)
+            except PartnerError:
+                return
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         """Registered as a pytest plugin: keep the first failure's last line for the coordinator."""

@@ -134,7 +134,12 @@ class TfPerfSession:
                     f"{measured[name].test_id}: re-measured once because the first verdict was borderline; "
                     "judged on both measurements pooled")
         if self.config.explain:
-            self._explain(fx, workloads, measured, outcomes, reference, settings, against=against)
+            try:
+                self._explain(fx, workloads, measured, outcomes, reference, settings, against=against)
+                self._store_memory(measured)
+            finally:
+                if self._partner is not None:
+                    self._partner.release_held()  # the partner's test ends: nothing more to profile there
         fx.results.update(measured)
         for name, o in outcomes.items():
             o.item_id, o.variant = fx._node_id, name
@@ -153,7 +158,7 @@ class TfPerfSession:
         explained: a compare() variant against a profiled pass of its reference, a stored regression against
         the baseline's profile. The verdict stands whatever happens here.
         """
-        from pytest_tfperf.session.explain import Explanation, explain_pair, explain_stored, profile_dir, profile_side
+        from pytest_tfperf.session.explain import explain_pair, explain_stored, profile_dir, profile_side
 
         if self.config.update:
             for name, m in measured.items():
@@ -172,9 +177,7 @@ class TfPerfSession:
             if not o.throughput_regressed:
                 continue
             if against:
-                o.explanation = Explanation(
-                    lines=("no explanation: --tfperf-against does not profile the other version yet",),
-                    reason="--tfperf-against does not profile the other version yet")
+                o.explanation = self._explain_against(o, workloads[name], settings)
             elif reference is not None and name != reference:
                 ref = measured[reference]
                 o.explanation = explain_pair(o.measurement.test_id, workloads[reference], workloads[name],
@@ -187,6 +190,88 @@ class TfPerfSession:
                                                measured_s=o.measurement.median_s - baseline.median_s,
                                                median_s=baseline.median_s, budget_s=settings.budget_s,
                                                rootdir=self.rootdir, profiler=self.profiler)
+        for name, o in outcomes.items():
+            if o.failed:
+                self._explain_memory(o, name, workloads, measured, reference, settings, against=against)
+
+    def _store_memory(self, measured: dict[str, Measurement]) -> None:
+        """A refresh under --tfperf-explain: the baseline's allocations by op join its stored profile (``"memory"``,
+        a few hundred bytes), so a stored TF-allocator regression can be explained later."""
+        from pytest_tfperf.session.explain import profile_dir, stored_memory
+
+        for m in measured.values():
+            stored = self.profiles.get(m.test_id)
+            if stored is not None and "memory" not in stored:
+                memory = stored_memory(profile_dir(self.rootdir, m.test_id, "baseline"))
+                if memory is not None:
+                    stored["memory"] = memory
+
+    def _explain_memory(self, o: Outcome, name: str, workloads: dict[str, Workload],
+                        measured: dict[str, Measurement], reference: str | None, settings: RunSettings, *,
+                        against: bool) -> None:
+        """A TF-allocator peak that regressed: the allocations by op of both sides' raw profiles (taken for the
+        time's explanation, or now: then the time's lines are not shown), the added peak's change split over the
+        ops that moved. A stored baseline's side is the allocations its refresh stored (``_store_memory``)."""
+        from pytest_tfperf.session.explain import (
+            explain_memory, explain_pair, explain_stored, profile_dir, regressed_tf_memory, with_memory,
+        )
+
+        metric = regressed_tf_memory(o.verdict)
+        if metric is None:
+            return
+        test_id = o.measurement.test_id
+        change = float(metric.current_value - metric.baseline_value)
+        time = o.explanation
+        stored = o.stored_profile.get("memory") if isinstance(o.stored_profile, dict) else None
+        if against or (reference is not None and name != reference):
+            if time is None:  # the throughput passed: the sides are profiled for the memory alone
+                if against:
+                    time_alone = self._explain_against(o, workloads[name], settings)
+                else:
+                    ref = measured[reference]  # type: ignore[index]
+                    time_alone = explain_pair(test_id, workloads[reference], workloads[name],  # type: ignore[index]
+                                              measured_s=o.measurement.median_s - ref.median_s,
+                                              median_s=ref.median_s, budget_s=settings.budget_s,
+                                              rootdir=self.rootdir, profiler=self.profiler)
+            base_side, current_side = ("partner", "this") if against else ("reference", "variant")
+            why = (time_alone if time is None else time).reason
+            memory = explain_memory(profile_dir(self.rootdir, test_id, base_side),
+                                    profile_dir(self.rootdir, test_id, current_side), change, why)
+        elif o.stored is not None and isinstance(stored, dict):
+            if time is None:  # the throughput passed: the current side is profiled for the memory alone
+                baseline = o.stored[0]
+                time_alone = explain_stored(test_id, o.stored_profile, workloads[name],
+                                            measured_s=o.measurement.median_s - baseline.median_s,
+                                            median_s=baseline.median_s, budget_s=settings.budget_s,
+                                            rootdir=self.rootdir, profiler=self.profiler)
+            why = (time_alone if time is None else time).reason
+            memory = explain_memory(o.stored_profile.get("logdir") or None,  # type: ignore[union-attr]
+                                    profile_dir(self.rootdir, test_id, "current"), change, why, stored=stored)
+        else:
+            memory = explain_memory(None, None, change, "the stored baseline keeps no allocations by op; refresh "
+                                    "it with --tfperf-update --tfperf-explain")
+        o.explanation = with_memory(time, memory)
+
+    def _explain_against(self, o: Outcome, workload: Workload, settings: RunSettings) -> Any:
+        """A regression beside the partner: the partner profiles its side in its process, then this side here."""
+        from pytest_tfperf.session.explain import Explanation, explain_against, partner_profile_timeout_s
+
+        run = self._partner.held if self._partner is not None else None
+        if run is None or o.reference is None:
+            reason = f"the partner process that measured {o.measurement.test_id} is gone; it could not be profiled"
+            return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
+        reference = o.reference
+        test_id = o.measurement.test_id
+
+        def profile_partner(iterations: int) -> tuple[dict[str, Any] | None, str | None]:
+            return run.profile(rootdir=os.path.abspath(self.rootdir), test_id=test_id, side="partner",
+                               iterations=iterations,
+                               timeout_s=partner_profile_timeout_s(reference.median_s, iterations))
+
+        return explain_against(test_id, profile_partner, workload,
+                               measured_s=o.measurement.median_s - reference.median_s,
+                               median_s=reference.median_s, budget_s=settings.budget_s, rootdir=self.rootdir,
+                               profiler=self.profiler)
 
     # -- --tfperf-against: the same test of the other version, in a partner session --------
 
@@ -248,7 +333,7 @@ class TfPerfSession:
 
         against = self.config.against
         try:
-            run = self.partner().begin(test_id, settings.rounds, settings.budget_s)
+            run = self.partner().begin(test_id, settings.rounds, settings.budget_s, explain=self.config.explain)
         except PartnerError as exc:
             return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
         completed = False
@@ -280,8 +365,21 @@ class TfPerfSession:
                               watch=settings.stall.enabled, pace=server.pace)
         measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
         server.send_result(list(measured.values()))
+        server.hold(lambda message: self._profile_for_coordinator(workloads, message))
         fx.results.update(measured)
         return measured
+
+    def _profile_for_coordinator(self, workloads: dict[str, Workload], message: dict[str, Any]) -> dict[str, Any]:
+        """This session is a partner under --tfperf-explain: a profiled pass of its side, into the coordinator's
+        folder (``<its rootdir>/.tfperf/profiles/<test>/partner/``), the compact profile sent back."""
+        from pytest_tfperf.session.explain import profile_side
+
+        name = message.get("variant") or next(iter(workloads))
+        if name not in workloads:
+            return {"profile": None, "reason": f"the partner has no variant {name!r}"}
+        profile, why = profile_side(workloads[name], str(message["rootdir"]), str(message["test_id"]),
+                                    str(message.get("side", "partner")), int(message["iterations"]), self.profiler)
+        return {"profile": None if profile is None else profile.to_dict(), "reason": why}
 
     def _build(self, test_id: str, mode: str, raw: RawRun) -> Measurement:
         from pytest_tfperf.diagnoses import diagnostics

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.session.partner import ENV_FDS, Channel, PairedRun, PartnerServer
+from pytest_tfperf.session.partner import ENV_FDS, PROTOCOL, Channel, PairedRun, Partner, PartnerServer, Request
 from pytest_tfperf.session.partner_tree import (
     PartnerError,
     checkout,
@@ -174,11 +174,125 @@ def test_the_partner_server_answers_missing_failed_and_result() -> None:
 
     server.serve([FakeItem("t.py::broken"), FakeItem("t.py::good")], run_item)  # type: ignore[arg-type]
     ops = [m["op"] for m in channel.sent]
-    assert channel.sent[0]["protocol"] == 1
+    assert channel.sent[0]["protocol"] == PROTOCOL
     assert ops == ["hello", "missing", "failed", "ready", "done", "done", "result"]
     assert channel.sent[2]["text"] == "setup: OSError: no data"
     assert seen == [("t.py::broken", 20, 1.0), ("t.py::good", 2, 0.5)]
     assert server.request is None
+
+
+class HoldingPartner:
+    """What PairedRun.profile needs of its Partner: the held run, and abandon (recorded)."""
+
+    timeout_s = 1.0
+
+    def __init__(self) -> None:
+        self.held: Any = None
+        self.abandoned: list[str] = []
+
+    def abandon(self, why: str) -> None:
+        self.abandoned.append(why)
+        self.held = None
+
+
+def held_run(answers: list[dict[str, Any]]) -> tuple[PairedRun, ScriptedChannel, HoldingPartner]:
+    partner = HoldingPartner()
+    channel = ScriptedChannel([{"op": "result", "measurement": measurement_to_dict(measurement())}, *answers])
+    run = PairedRun(partner, channel, "t.py::test_a", explain=True)  # type: ignore[arg-type]
+    run.finish(True)
+    assert partner.held is run  # under explain, the partner's test waits after its result
+    return run, channel, partner
+
+
+def test_a_held_partner_profiles_its_side_into_the_folder_named_and_is_released() -> None:
+    run, channel, partner = held_run([{"op": "profiled", "profile": {"version": 1}, "reason": None}])
+    assert run.profile(rootdir="/r", test_id="t.py::test_a", side="partner", iterations=7, timeout_s=5.0) == (
+        {"version": 1}, None)
+    assert channel.sent[-1] == {"op": "profile", "rootdir": "/r", "test_id": "t.py::test_a", "side": "partner",
+                                "iterations": 7, "variant": None}
+    run.release()
+    assert channel.sent[-1] == {"op": "release"} and partner.held is None and not partner.abandoned
+    # Released: nothing more is asked of it.
+    assert run.profile(rootdir="/r", test_id="t.py::test_a", side="partner", iterations=7, timeout_s=5.0) == (
+        None, "the partner no longer holds this test's workload")
+
+
+def test_a_partner_without_a_profile_says_why_and_one_that_is_silent_is_stopped() -> None:
+    run, _, partner = held_run([{"op": "profiled", "profile": None, "reason": "the partner side could not be "
+                                                                              "profiled: no profiler"}])
+    assert run.profile(rootdir="/r", test_id="t", side="partner", iterations=1, timeout_s=5.0) == (
+        None, "the partner side could not be profiled: no profiler")
+    assert not partner.abandoned
+    run, _, partner = held_run([])  # no answer: ScriptedChannel raises as Channel does on its timeout
+    profile, why = run.profile(rootdir="/r", test_id="t", side="partner", iterations=1, timeout_s=5.0)
+    assert profile is None and why is not None and "gave no answer (no answer within 1 s)" in why
+    assert partner.abandoned == [why]
+    run, _, partner = held_run([{"op": "failed", "text": "call: boom"}])
+    assert run.profile(rootdir="/r", test_id="t", side="partner", iterations=1, timeout_s=5.0)[0] is None
+    assert len(partner.abandoned) == 1 and "call: boom" in partner.abandoned[0]
+
+
+def test_a_silent_partner_is_stopped_at_once_and_the_next_test_may_start_a_fresh_one(tmp_path: Path) -> None:
+    partner = Partner("HEAD~1", current_root=tmp_path, invocation_dir=tmp_path, test_args=[], timeout_s=1.0)
+    ours, theirs = pipe_channels()
+    process = subprocess.Popen(["sleep", "600"])
+    partner._process, partner._channel = process, ours
+    run = PairedRun(partner, ours, "t.py::test_a", explain=True)
+    partner.held = run
+    profile, why = run.profile(rootdir="/r", test_id="t", side="partner", iterations=1, timeout_s=0.05)
+    assert profile is None and why is not None and "no answer within 0 s" in why
+    assert process.returncode is not None  # killed, not waited on
+    assert partner._process is None and partner._channel is None and partner.held is None
+    assert partner._broken is None  # not broken: the next begin starts a fresh process
+    theirs.close()
+
+
+def test_a_held_partner_test_answers_profile_requests_until_released() -> None:
+    channel = ScriptedChannel([{"op": "profile", "iterations": 3}, {"op": "profile", "iterations": 4},
+                               {"op": "release"}])
+    server = PartnerServer(channel)  # type: ignore[arg-type]
+
+    server.request = Request("t.py::test_a", 2, 0.5, explain=True)
+    asked: list[int] = []
+
+    def profile(message: dict[str, Any]) -> dict[str, Any]:
+        asked.append(message["iterations"])
+        if message["iterations"] == 4:
+            raise RuntimeError("the step broke")
+        return {"profile": {"version": 1}, "reason": None}
+
+    server.hold(profile)
+    assert asked == [3, 4]
+    assert channel.sent[0] == {"op": "profiled", "profile": {"version": 1}, "reason": None}
+    assert channel.sent[1]["profile"] is None
+    assert channel.sent[1]["reason"] == "the partner's profiled pass raised RuntimeError: the step broke"
+    assert not channel.answers
+
+
+def test_exit_while_held_ends_the_test_and_the_partner_session() -> None:
+
+    channel = ScriptedChannel([{"op": "run", "nodeid": "t.py::good", "rounds": 1, "budget_s": 0.5,
+                                "explain": True},
+                               {"op": "round", "index": 0}, {"op": "exit"},
+                               {"op": "run", "nodeid": "t.py::good", "rounds": 1, "budget_s": 0.5}])
+    server = PartnerServer(channel)  # type: ignore[arg-type]
+    runs = []
+
+    def run_item(item: FakeItem) -> None:
+        assert isinstance(server.request, Request) and server.request.explain
+        runs.append(item.nodeid)
+        server.pace("ready", -1)
+        server.pace("before", 0)
+        server.pace("after", 0)
+        server.send_result([measurement()])
+        server.hold(lambda message: {"profile": None, "reason": "unused"})
+
+    server.serve([FakeItem("t.py::good")], run_item)  # type: ignore[arg-type]
+    assert runs == ["t.py::good"] and len(channel.answers) == 1  # the later "run" is never read
+    # Without explain the test does not wait after its result.
+    plain = PartnerServer(ScriptedChannel([]))  # type: ignore[arg-type]
+    plain.request = Request("t.py::good", 1, 0.5)
+    plain.hold(lambda message: {})
 
 
 def test_a_partner_told_to_stop_mid_run_raises_in_its_test() -> None:
