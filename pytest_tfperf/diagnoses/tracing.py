@@ -221,9 +221,10 @@ class TraceRecorder:
     phases, as it reads ``TraceCounter``'s); ``events(a, b)`` the causes of
     the traces counted after reading ``a`` up to reading ``b``. A first call
     that creates variables traces its function twice (with variable creation,
-    then without) and TensorFlow's ``initialize_variables`` once: one trace
-    here, as ``experimental_get_tracing_count()`` counts it. tf.data's own
-    functions are not counted (see ``_TF_MACHINERY``).
+    then without) and TensorFlow's ``initialize_variables`` once: one traced
+    call here (``experimental_get_tracing_count()`` says 2, one per cache
+    entry), so that a Keras model compiled again before every call counts one
+    trace a call. tf.data's own functions are not counted (``_TF_MACHINERY``).
     """
 
     def __init__(self, *, max_events: int = MAX_EVENTS) -> None:
@@ -316,7 +317,7 @@ def _describe_trace(concrete_function: object, frame: types.FrameType | None,
     scope = getattr(getattr(options, "scope_type", None), "name", "")
     if first_call_frame and scope == "NO_VARIABLE_CREATION":
         # The first call made variables: TensorFlow traced it with variable creation, lifted their
-        # initializers out, and traces it again without. One trace, as its tracing count says.
+        # initializers out, and traces it again without: one call that traced.
         return None
     if lookup is None:
         lookup = getattr(concrete_function, "function_type", None)
