@@ -98,7 +98,7 @@ def test_new_tf_function_in_step(tfperf):
     tfperf(lambda: tf.function(body)(tf.ones([8])))
 
 
-@pytest.mark.tfperf(rounds=2, budget_s=1.5)
+@pytest.mark.tfperf(rounds=2, budget_s=3.0)  # a recompiled step takes 0.2-0.8 s here: several a round
 def test_compile_in_step(tfperf):
     m = dense()
 
@@ -109,7 +109,7 @@ def test_compile_in_step(tfperf):
     tfperf(step, items=16)
 
 
-@pytest.mark.tfperf(rounds=2, budget_s=1.5)
+@pytest.mark.tfperf(rounds=2, budget_s=3.0)
 def test_make_train_function_force_in_step(tfperf):
     m = dense()
     m.train_on_batch(x[:16], y[:16])
@@ -192,6 +192,9 @@ v = tf.ones([4])
 f(v)
 N, REPS = 20000, 9
 recorder = TraceRecorder()
+calls = []  # every call TensorFlow makes to its tracing callbacks while the cached calls run
+from tensorflow.python.eager.polymorphic_function import transform
+transform.CONCRETE_FUNCTION_CALLBACKS.append(calls.append)
 
 def timed():
     t0 = time.perf_counter_ns()
@@ -207,10 +210,12 @@ for _ in range(REPS):
     with_.append(timed())
     recorder.uninstall()
 assert recorder.total() == 0
+transform.CONCRETE_FUNCTION_CALLBACKS.remove(calls.append)
 diffs = [b - a for a, b in zip(without, with_)]
 print(json.dumps({"calls_per_rep": N, "reps": REPS, "without_ns_per_call": statistics.median(without),
                   "with_ns_per_call": statistics.median(with_), "difference_ns_per_call_median": statistics.median(diffs),
-                  "difference_ns_per_call_min_max": [min(diffs), max(diffs)], "traces_seen": recorder.total()}))
+                  "difference_ns_per_call_min_max": [min(diffs), max(diffs)], "traces_seen": recorder.total(),
+                  "callback_invocations": len(calls), "calls_timed": 2 * N * REPS}))
 '''
 
 
@@ -262,8 +267,9 @@ def markdown(doc: dict[str, Any]) -> str:
               f"({c['reps']} interleaved repetitions of {c['calls_per_rep']} cached `tf.function` calls): "
               f"{c['without_ns_per_call']:.0f} ns without, {c['with_ns_per_call']:.0f} ns with, difference "
               f"{c['difference_ns_per_call_median']:+.0f} ns a call (min {c['difference_ns_per_call_min_max'][0]:+.0f}, "
-              f"max {c['difference_ns_per_call_min_max'][1]:+.0f}): noise, as TensorFlow calls the recorder "
-              "only when it traces.", ""]
+              f"max {c['difference_ns_per_call_min_max'][1]:+.0f}). TensorFlow called its tracing callbacks "
+              f"{c['callback_invocations']} times in those {c['calls_timed']} calls: the recorder runs only "
+              "when TensorFlow traces, so the difference is the machine's noise.", ""]
     return "\n".join(lines)
 
 
