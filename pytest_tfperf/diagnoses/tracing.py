@@ -233,7 +233,7 @@ class TraceRecorder:
         self._seqs: list[int] = []
         self._events: list[TraceEvent] = []
         self._last_by_code: dict[tuple[str, str], object] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._callbacks: list[Callable[[object], None]] | None = None
 
     @staticmethod
@@ -264,14 +264,15 @@ class TraceRecorder:
         return tuple(self._events[lo:hi])
 
     def _callback(self, concrete_function: object) -> None:
-        # Called inside TensorFlow's tracing: it must never raise, whatever TensorFlow changed.
-        try:
-            event = _describe_trace(concrete_function, sys._getframe(1), self._last_by_code)
-        except Exception:  # noqa: BLE001 - a trace we cannot read is still a trace
-            event = TraceEvent(function="?", location="?", cause="unknown")
-        if event is None:  # TensorFlow's own machinery, or the second half of a first call
-            return
+        # Called inside TensorFlow's tracing, on whichever thread traces: it must never raise, whatever
+        # TensorFlow changed, and two threads tracing at once share ``_last_by_code`` under the lock.
         with self._lock:
+            try:
+                event = _describe_trace(concrete_function, sys._getframe(1), self._last_by_code)
+            except Exception:  # noqa: BLE001 - a trace we cannot read is still a trace
+                event = TraceEvent(function="?", location="?", cause="unknown")
+            if event is None:  # TensorFlow's own machinery, or the second half of a first call
+                return
             self._count += 1
             if len(self._events) < self._max_events:
                 self._seqs.append(self._count)
