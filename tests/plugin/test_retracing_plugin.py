@@ -133,3 +133,40 @@ def test_every_retrace_is_counted_and_explained_and_healthy_loops_draw_no_warnin
     for test in ("test_healthy_fit", "test_healthy_train_on_batch"):
         assert by_test[test]["traces_steady"] == 0 and not retracing(test), test
     assert "test_healthy_fit: retracing" not in out and "test_healthy_train_on_batch: retracing" not in out
+
+
+FALLBACK = """
+import itertools
+
+import tensorflow as tf
+
+from pytest_tfperf.diagnoses import tracing
+
+# A TensorFlow without the tracing callback list: the plugin looks functions up between rounds.
+tracing.TraceRecorder.available = staticmethod(lambda: False)
+
+
+@tf.function
+def scaled(v, lr):
+    return v * lr
+
+
+def test_python_float(tfperf):
+    rates = itertools.count()
+    tfperf(lambda: scaled(tf.ones([4]), float(next(rates))))
+"""
+
+
+def test_without_the_tracing_callback_traces_are_counted_between_rounds_and_the_diagnosis_says_why_not_more(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    pytester.makepyfile(test_fallback=FALLBACK)
+    result = pytester.runpytest_subprocess("--tfperf", "--tfperf-budget=0.2", "--tfperf-json=results.json",
+                                           "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "results.json").read_text())
+    m = doc["tests"]["test_fallback.py::test_python_float"]["measurement"]
+    assert m.get("trace_counting", "between_rounds") == "between_rounds" and m["traces_steady"] > 0
+    (line,) = [d["summary"] for d in m["diagnoses"] if d["kind"] == "retracing"]
+    assert "which tf.function and why is not known: this TensorFlow has no tracing callback" in line
+    assert result.stdout.str().count("retracing:") == 1
