@@ -13,11 +13,17 @@ import pytest
 from pytest_tfperf.diagnoses.tracing import TraceRecorder, retrace_diagnoses
 from pytest_tfperf.model import TraceEvent
 
-tf = pytest.importorskip("tensorflow")
 
 
 @pytest.fixture
-def recorder():  # noqa: ANN201
+def tf():  # noqa: ANN201
+    # Imported here, not at collection: a session that collects this file must not have TensorFlow
+    # loaded for every other test (in-process plugin runs measure differently with it loaded).
+    return pytest.importorskip("tensorflow")
+
+
+@pytest.fixture
+def recorder(tf):  # noqa: ANN001, ANN201
     r = TraceRecorder()
     assert r.install()
     yield r
@@ -28,7 +34,7 @@ def _since(recorder: TraceRecorder, start: int) -> tuple[TraceEvent, ...]:
     return recorder.events(start, recorder.total())
 
 
-def test_a_python_float_argument_names_the_function_the_argument_and_both_values(recorder: TraceRecorder) -> None:
+def test_a_python_float_argument_names_the_function_the_argument_and_both_values(recorder: TraceRecorder, tf) -> None:
     @tf.function
     def scaled(x, lr):  # noqa: ANN001, ANN202
         return x * lr
@@ -44,7 +50,7 @@ def test_a_python_float_argument_names_the_function_the_argument_and_both_values
     assert (event.cause, event.changed, event.detail) == ("arguments", "lr: Python value", "lr: Python value 0.1 -> 0.2")
 
 
-def test_shape_and_dtype_changes_are_said_with_their_values(recorder: TraceRecorder) -> None:
+def test_shape_and_dtype_changes_are_said_with_their_values(recorder: TraceRecorder, tf) -> None:
     @tf.function
     def f(x):  # noqa: ANN001, ANN202
         return x + 1
@@ -58,7 +64,7 @@ def test_shape_and_dtype_changes_are_said_with_their_values(recorder: TraceRecor
     assert (dtype.changed, dtype.detail) == ("x: dtype", "x: dtype float32 -> float64")
 
 
-def test_reduce_retracing_says_the_general_shape_it_traced_for(recorder: TraceRecorder) -> None:
+def test_reduce_retracing_says_the_general_shape_it_traced_for(recorder: TraceRecorder, tf) -> None:
     @tf.function(reduce_retracing=True)
     def f(x):  # noqa: ANN001, ANN202
         return x * 2
@@ -71,7 +77,7 @@ def test_reduce_retracing_says_the_general_shape_it_traced_for(recorder: TraceRe
     assert event.detail == "x: shape (2, 3) -> (3, 3); reduce_retracing traced it for x (None, 3)"
 
 
-def test_a_new_tf_function_on_every_call_counts_every_call(recorder: TraceRecorder) -> None:
+def test_a_new_tf_function_on_every_call_counts_every_call(recorder: TraceRecorder, tf) -> None:
     def body(x):  # noqa: ANN001, ANN202
         return x + 1
 
@@ -84,7 +90,7 @@ def test_a_new_tf_function_on_every_call_counts_every_call(recorder: TraceRecord
     assert events[0].function.endswith("body")
 
 
-def test_a_first_call_that_creates_variables_counts_once(recorder: TraceRecorder) -> None:
+def test_a_first_call_that_creates_variables_counts_once(recorder: TraceRecorder, tf) -> None:
     holder: list[object] = []
 
     @tf.function
@@ -101,7 +107,7 @@ def test_a_first_call_that_creates_variables_counts_once(recorder: TraceRecorder
     assert [e.cause for e in _since(recorder, start)] == ["first_call"]
 
 
-def test_tf_data_building_its_pipeline_functions_is_not_a_retrace(recorder: TraceRecorder) -> None:
+def test_tf_data_building_its_pipeline_functions_is_not_a_retrace(recorder: TraceRecorder, tf) -> None:
     start = recorder.total()
     for _ in range(2):
         ds = tf.data.Dataset.range(4).map(lambda v: v * 2).batch(2)
@@ -132,7 +138,7 @@ def test_keras_compiled_again_on_every_call_counts_one_trace_a_call_and_says_com
     assert "compile once, outside the loop" in d.summary
 
 
-def test_uninstalled_it_sees_nothing_and_installs_once() -> None:
+def test_uninstalled_it_sees_nothing_and_installs_once(tf) -> None:
     r = TraceRecorder()
     assert r.install() and r.install()
     from tensorflow.python.eager.polymorphic_function import transform
@@ -151,7 +157,7 @@ def test_a_trace_it_cannot_read_is_counted_as_unknown_and_never_raises() -> None
     assert r.events(0, 1) == (TraceEvent(function="?", location="?", cause="unknown"),)
 
 
-def test_causes_are_kept_up_to_a_cap_and_the_count_goes_on(recorder: TraceRecorder) -> None:
+def test_causes_are_kept_up_to_a_cap_and_the_count_goes_on(recorder: TraceRecorder, tf) -> None:
     capped = TraceRecorder(max_events=2)
     capped.install()
     try:
