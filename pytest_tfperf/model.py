@@ -237,9 +237,41 @@ class Diagnosis:
 #   trace (a count per iteration); one replaced on every call (model.compile() in the loop) is seen once
 #   a round, its predecessors never (a count per round); one that traces a fixed number of times, once
 #   (a count per process). The same workload counts differently with another budget or round count.
-# A harness that sees every trace (per call) would add its own mode here, with the units it grows with.
+# - "each_trace": every trace is counted as it happens (tracing.TraceRecorder, a callback TensorFlow
+#   calls when it makes a new concrete function; it costs nothing on calls that do not trace). A function
+#   replaced on every call counts once a call like one that retraces itself (a count per iteration); one
+#   that traces a fixed number of times, once (a count per process). Rounds play no part.
 TRACES_BETWEEN_ROUNDS = "between_rounds"
-TRACE_COUNTING_UNITS: dict[str, tuple[str, ...]] = {TRACES_BETWEEN_ROUNDS: ("process", "round", "iteration")}
+TRACES_EACH = "each_trace"
+TRACE_COUNTING_UNITS: dict[str, tuple[str, ...]] = {
+    TRACES_BETWEEN_ROUNDS: ("process", "round", "iteration"),
+    TRACES_EACH: ("process", "iteration"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One trace of a ``tf.function`` after warm-up, and what TensorFlow said made it trace.
+
+    ``function`` is the Python function's qualified name, ``location`` its ``file:line``;
+    ``cause`` is one of ``TRACE_CAUSES``; ``changed`` names what changed without its values
+    (``"x: shape"``, the key traces are grouped by) and ``detail`` says it with them
+    (``"x: shape (2, 3) -> (5, 3)"``); both empty where TensorFlow does not expose it.
+    """
+
+    function: str
+    location: str
+    cause: str
+    changed: str = ""
+    detail: str = ""
+
+
+# "arguments": an argument's shape, dtype or Python value differs from the function's previous trace;
+# "new_function": a new tf.function object around a Python function traced before (built in the step);
+# "first_call": a tf.function called for the first time after warm-up;
+# "context": the same arguments, traced again for another context (device, graph, captured values);
+# "unknown": TensorFlow did not expose which function traced or why.
+TRACE_CAUSES = ("arguments", "new_function", "first_call", "context", "unknown")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
-"""Say why a completed workload is slow: input-bound pipelines, a GPU that waits, memory growth.
+"""Say why a completed workload is slow: input-bound pipelines, a GPU that waits, memory growth, retracing.
 
 ``analyse`` reads a ``RawRun`` that completed and returns gateable scalar
 metrics (units in their names) and ``Diagnosis`` records: the input-bound
 figures (``input_bound``), the GPU's busy share (``probes.gpu_busy``) and the
-memory growth slope, judged here. Why a measurement did not complete is
+memory growth slope, judged here, and what made a ``tf.function`` trace after
+warm-up (``tracing.retrace_diagnoses``). Why a measurement did not complete is
 ``failures``'. Every summary says what is going on in plain words first, then
 the numbers. No pytest, no TensorFlow.
 """
@@ -25,7 +26,8 @@ from pytest_tfperf.diagnoses.input_bound import (
 from pytest_tfperf.measuring import memory_growth
 from pytest_tfperf.measuring.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
 from pytest_tfperf.measuring.workload import RawRun
-from pytest_tfperf.model import Diagnosis, readable_bytes
+from pytest_tfperf.diagnoses.tracing import retrace_diagnoses
+from pytest_tfperf.model import TRACES_EACH, Diagnosis, readable_bytes
 from pytest_tfperf.probes import gpu_busy
 
 MEMORY_GROWTH_METRIC = "memory_growth_bytes_per_iteration"
@@ -54,6 +56,8 @@ def analyse(raw: RawRun, *, growth_floor_bytes: float = GROWTH_FLOOR_BYTES) -> t
         extras += growth_extras
         if growth_diagnosis is not None:
             diagnoses.append(growth_diagnosis)
+    diagnoses += retrace_diagnoses(raw.steady_trace_events, raw.traces_steady, raw.timings.iterations_measured,
+                                   causes_known=raw.trace_counting == TRACES_EACH)
     return tuple(extras), tuple(diagnoses)
 
 

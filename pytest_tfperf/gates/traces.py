@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from pytest_tfperf.gates.verdict import MetricVerdict, Status, Tolerances, unavailable
-from pytest_tfperf.model import TRACE_COUNTING_UNITS, Direction, Measurement
+from pytest_tfperf.model import TRACE_COUNTING_UNITS, TRACES_BETWEEN_ROUNDS, TRACES_EACH, Direction, Measurement
 
 
 def trace_scale(baseline: Measurement, current: Measurement) -> tuple[float, float]:
@@ -46,10 +46,12 @@ def judge_traces(current: Measurement, baseline: Measurement, tol: Tolerances, *
                  confirmation: Measurement | None = None) -> MetricVerdict:
     """Steady-state traces: an exact count when the baseline had none, else a count in the unit the harness saw.
 
-    The harness finds tf.functions between rounds (``model.TRACES_BETWEEN_ROUNDS``), so a workload that
-    retraces in its steady state counts once a round (a model recompiled on every call), once an
-    iteration (a function retraced on new Python values) or a fixed number of times, and a run that
-    measures other rounds or iterations than the baseline's counts differently with unchanged code. The
+    The harness sees every trace as it happens (``model.TRACES_EACH``), so a workload that retraces in
+    its steady state counts once an iteration (a function retraced on new Python values, a model
+    recompiled on every call) or a fixed number of times; where TensorFlow has no tracing callback it
+    finds tf.functions between rounds (``model.TRACES_BETWEEN_ROUNDS``), and a model recompiled on every
+    call counts once a round. A run that measures other rounds or iterations than the baseline's counts
+    differently with unchanged code. The
     baseline's count is scaled to this run by the largest ratio of those units (``trace_scale``): more
     than that is more retracing whatever the unit. Such a rate, like throughput, moves between processes,
     so ``confirmation`` (the same test in a fresh process) must exceed its own expectation too.
@@ -84,7 +86,7 @@ def judge_traces(current: Measurement, baseline: Measurement, tol: Tolerances, *
     countings = sorted({baseline.trace_counting, current.trace_counting})
     grows = [f"the {u}s" for u in ("round", "iteration")
              if any(u in TRACE_COUNTING_UNITS.get(c, ()) for c in countings)]
-    how = (f"counted {' and '.join(c.replace('_', ' ') for c in countings)}, a count grows with "
+    how = (f"counted {' and '.join(_COUNTED.get(c, c) for c in countings)}, a count grows with "
            f"{' or '.join(grows) or 'nothing'}")
     head = (f"{name}: {base} -> {cur} tf.function traces after warm-up (baseline {_counted_over(baseline)}, "
             f"this run {_counted_over(current)}; {how}, so unchanged code counts {_count_range(low, high)} here)")
@@ -102,14 +104,17 @@ def judge_traces(current: Measurement, baseline: Measurement, tol: Tolerances, *
     if more:
         seen = f" ({again}: confirmed)" if again else ""
         status, body = Status.REGRESSED, (
-            f"more retracing than the baseline, per round and per iteration alike{seen}: a tf.function is traced "
+            f"more retracing than the baseline in every unit it counts in{seen}: a tf.function is traced "
             "again more often in the steady state, usually because of Python scalars or changing shapes in its "
             "arguments, or a model compiled again")
     elif low - cur > tol.traces_steady_increase + 0.01 * base * low:
-        status, body = Status.IMPROVED, "fewer traces than the baseline, per round and per iteration alike"
+        status, body = Status.IMPROVED, "fewer traces than the baseline in every unit it counts in"
     else:
         status, body = Status.UNCHANGED, "unchanged"
     return _trace_verdict(status, high, float(cur), (cur - high) / high, f"{head}: {body}")
+
+
+_COUNTED = {TRACES_BETWEEN_ROUNDS: "between rounds", TRACES_EACH: "as each trace happened"}
 
 
 def _count_range(low: float, high: float) -> str:

@@ -156,7 +156,8 @@ def measure(
                               memory_series=st.growth.series() if st.growth is not None else (),
                               input_split=split, gpu_busy=gpu_busy.collect(st.busy_rounds),
                               input_restart_iterations=tuple(st.restart_marks),
-                              pipeline=st.workload.pipeline)
+                              pipeline=st.workload.pipeline, trace_counting=st.workload.trace_counting,
+                              steady_trace_events=tuple(st.trace_events))
     return out
 
 
@@ -410,7 +411,10 @@ def _timed_round(st: VariantState, n: int, clock: Clock, sync: Callable[[], None
     progress.iterations_done += n
     st.typical_ns = progress.typical_ns = stats.median(st.samples.data[start:end].tolist())  # faster to sort
     if traces_before is not None and w.trace_total is not None:
-        st.traces_steady = (st.traces_steady or 0) + w.trace_total() - traces_before
+        traces_after = w.trace_total()
+        st.traces_steady = (st.traces_steady or 0) + traces_after - traces_before
+        if traces_after > traces_before and w.trace_events is not None:
+            st.trace_events.extend(w.trace_events(traces_before, traces_after))
     for i, peak in enumerate(peaks):
         st.per_probe_rounds[i].append(peak)
     st.busy_rounds.append(gpu_busy.round_readings(probes))  # read by the NVML probes' peak() right after the loop

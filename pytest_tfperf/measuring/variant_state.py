@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pytest_tfperf.measuring.memory_growth import GrowthRecorder
 from pytest_tfperf.measuring.workload import Workload
+from pytest_tfperf.model import TraceEvent
 from pytest_tfperf.probes import gpu_busy
 
 
@@ -75,4 +76,5 @@ class VariantState:
     iteration_index: int = 0
     traces_first_call: int | None = None
     traces_steady: int | None = None
+    trace_events: list[TraceEvent] = field(default_factory=list)  # causes of steady traces, where seen
     restart_marks: list[int] = field(default_factory=list)  # indices into samples of pulls that restarted

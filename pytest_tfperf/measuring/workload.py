@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pytest_tfperf.measuring.memory_growth import MemorySeries
 from pytest_tfperf.measuring.watchdog import StallPolicy
-from pytest_tfperf.model import GpuBusy, Measurement, MemoryPeak, Timings
+from pytest_tfperf.model import TRACES_BETWEEN_ROUNDS, GpuBusy, Measurement, MemoryPeak, Timings, TraceEvent
 
 Clock = Callable[[], int]  # nanoseconds, monotonic
 
@@ -71,6 +71,10 @@ class Workload:
     check_output: Callable[[int, object], None] | None = None
     # Total tf.function traces so far, over the functions this workload uses.
     trace_total: Callable[[], int] | None = None
+    # How ``trace_total`` counts (``model.TRACE_COUNTING_UNITS``), and, where it sees each trace, the
+    # causes of the traces counted between two of its readings (``tracing.TraceRecorder.events``).
+    trace_counting: str = TRACES_BETWEEN_ROUNDS
+    trace_events: Callable[[int, int], tuple[TraceEvent, ...]] | None = None
     # For pull+step workloads. Epoch restarts so far of ``pull`` (a finite
     # dataset started again), so that their waits are reported on their own.
     restarts: Callable[[], int] | None = None
@@ -139,6 +143,8 @@ class RawRun:
     gpu_busy: tuple[GpuBusy, ...] = ()  # NVML's busy fraction per GPU, sampled during the rounds
     input_restart_iterations: tuple[int, ...] = ()  # indices (into samples and waits) of pulls that restarted
     pipeline: object | None = None  # the dataset's transformations, where known (pipeline_shape)
+    trace_counting: str = TRACES_BETWEEN_ROUNDS  # how traces were counted (``model.TRACE_COUNTING_UNITS``)
+    steady_trace_events: tuple[TraceEvent, ...] = ()  # what made each steady-state trace, where seen
 
 def build_measurement(test_id: str, mode: str, raw: RawRun, *, traces_first_call: int | None = None,
                       traces_steady: int | None = None, extra_metrics: Sequence[tuple[str, float]] = (),
@@ -146,4 +152,5 @@ def build_measurement(test_id: str, mode: str, raw: RawRun, *, traces_first_call
     return Measurement(test_id=test_id, mode=mode, timings=raw.timings, memory=raw.memory,
                        traces_first_call=traces_first_call, traces_steady=traces_steady,
                        diagnoses=tuple(diagnoses),  # type: ignore[arg-type]
-                       extra_metrics=tuple(extra_metrics), environment_id=environment_id, gpu_busy=raw.gpu_busy)
+                       extra_metrics=tuple(extra_metrics), environment_id=environment_id, gpu_busy=raw.gpu_busy,
+                       trace_counting=raw.trace_counting)

@@ -17,8 +17,8 @@ from pytest_tfperf.diagnoses import numerics
 from pytest_tfperf.measuring import runner
 from pytest_tfperf.measuring.workload import RunSettings, Workload, build_measurement, dataset_puller
 from pytest_tfperf.config import MarkerOptions, SessionConfig
-from pytest_tfperf.model import Measurement
-from pytest_tfperf.diagnoses.tracing import TraceCounter
+from pytest_tfperf.model import TRACES_EACH, Measurement
+from pytest_tfperf.diagnoses.tracing import TraceCounter, TraceRecorder
 from pytest_tfperf.measuring.watchdog import StallPolicy
 
 
@@ -202,7 +202,10 @@ class TfPerf:
 
     def _run(self, workloads: dict[str, Workload], mode: str, roots: list[object]) -> dict[str, Measurement]:
         tf_loaded = "tensorflow" in sys.modules
-        counter = TraceCounter(lambda: roots) if tf_loaded else None
+        # Every trace as it happens, with its cause, where TensorFlow calls back on each one; else the
+        # functions the workload reaches, looked up between rounds (which misses functions made per call).
+        recorder = TraceRecorder() if tf_loaded and TraceRecorder.available() else None
+        counter = TraceCounter(lambda: roots) if tf_loaded and recorder is None else None
         if counter is not None:
             counter.refresh()
 
@@ -213,9 +216,20 @@ class TfPerf:
         for w in workloads.values():
             if self._options.check_finite:
                 w.check_output = numerics.check_finite
-            if counter is not None:
+            if recorder is not None:
+                w.trace_total, w.trace_events, w.trace_counting = recorder.total, recorder.events, TRACES_EACH
+            elif counter is not None:
                 w.trace_total = trace_total
         settings = self._settings()
+        if recorder is not None:
+            recorder.install()
+        try:
+            return self._measure(workloads, mode, settings)
+        finally:
+            if recorder is not None:
+                recorder.uninstall()
+
+    def _measure(self, workloads: dict[str, Workload], mode: str, settings: RunSettings) -> dict[str, Measurement]:
         try:
             if not self._config.measure:
                 return self._smoke(workloads, mode, settings)

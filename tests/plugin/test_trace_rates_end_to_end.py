@@ -1,11 +1,12 @@
 """Retracing workloads judged against a stored baseline refreshed with another budget: real TensorFlow and Keras.
 
-The harness finds tf.functions between rounds, so a Keras model compiled again before every call counts
-one trace a round, a tf.function retraced on Python scalars one an iteration. Issue 17's repro: refreshed
-with ``--tfperf-budget=2`` and checked unchanged with ``--tfperf-budget=0.5``, the recompiling test failed
+The harness sees every trace as it happens, so a Keras model compiled again before every call and a
+tf.function retraced on Python scalars both count one trace a call (before, functions were looked up
+between rounds and the recompiled model counted one a round). Issue 17's repro: refreshed with
+``--tfperf-budget=2`` and checked unchanged with ``--tfperf-budget=0.5``, the recompiling test failed
 (``traces_steady: 5 -> 4 ... scaled to 1.0 for this run's 4``); here the refresh runs 3 rounds of
-several calls and the check one call a round. Unchanged retracing must pass at any
-budget and rounds; a workload that starts retracing where its baseline had none must still fail.
+several calls and the check one call a round. Unchanged retracing must pass at any budget and rounds;
+a workload that starts retracing where its baseline had none must still fail, and say why.
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ def test_retracing_workloads_pass_at_another_budget_and_a_new_retrace_fails(tmp_
                               "--tfperf-runs=1")
     assert refresh.returncode == 0, refresh.stdout[-3000:] + refresh.stderr[-3000:]
     base = before.measurement("test_traces.py::test_recompiled_every_call")  # type: ignore[attr-defined]
-    # One trace a round, not a call: what the verdict's unit rests on.
-    assert base.traces_steady == len(base.timings.round_sizes) == 3 < base.timings.iterations_measured
+    # One trace a call, not a round: every trace is seen as it happens.
+    assert base.trace_counting == "each_trace"
+    assert base.traces_steady == base.timings.iterations_measured > len(base.timings.round_sizes) == 3
 
     # An eighth of the budget in up to 5 rounds: fewer calls a round, more rounds. The third test now
     # retraces on every call, where its baseline had no steady trace: that one must fail.
@@ -99,10 +101,12 @@ def test_retracing_workloads_pass_at_another_budget_and_a_new_retrace_fails(tmp_
         assert traces["status"] != "regressed", traces["message"]
         assert traces["baseline_value"] > 0  # a rate: the baseline retraced too
     m = doc.measurement("test_traces.py::test_recompiled_every_call")  # type: ignore[attr-defined]
-    assert m.traces_steady == len(m.timings.round_sizes)
-    # What the rule before issue 17 expected (the baseline's traces per iteration, times this run's
-    # iterations) is below what unchanged code counted here: it would have failed this test.
-    per_iteration = base.traces_steady / base.timings.iterations_measured * m.timings.iterations_measured
-    assert m.traces_steady > 1.01 * per_iteration
+    assert m.traces_steady == m.timings.iterations_measured
     traces = _traces(doc, "test_starts_retracing")
     assert traces["status"] == "regressed" and "exact count; any increase fails" in traces["message"]
+    # The failure says which function retraced and what changed, in the message and the JSON.
+    assert "diagnosis: retracing: `fixed` (test_traces.py:" in proc.stdout
+    assert "(k: Python value " in proc.stdout and "pass it as a tensor" in proc.stdout
+    diagnoses = doc.measurement("test_traces.py::test_starts_retracing").diagnoses  # type: ignore[attr-defined]
+    (retracing,) = [d for d in diagnoses if d.kind == "retracing"]
+    assert "`fixed`" in retracing.summary and dict(retracing.figures)["traces_per_iteration"] == 1.0

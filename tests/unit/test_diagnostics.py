@@ -170,3 +170,22 @@ def test_rates_count_elements_on_both_sides() -> None:
     t = Timings(samples_ns=(10_000_000,) * 10, round_sizes=(10,), items_per_iteration=32, first_call_ns=1)
     assert elements_per_s(t) == pytest.approx(3200)
     assert back_to_back_per_s(t) == pytest.approx(3200)
+
+
+def test_steady_traces_become_a_retracing_warning_naming_the_function_and_a_healthy_run_none() -> None:
+    from pytest_tfperf.model import TRACES_BETWEEN_ROUNDS, TRACES_EACH, TraceEvent
+
+    event = TraceEvent(function="scaled", location="test_x.py:3", cause="arguments", changed="k: Python value",
+                       detail="k: Python value 1.0 -> 2.0")
+    healthy = RawRun(timings=_timings(1000), memory=(), input_wait_ns=(), traces_first_call=2, traces_steady=0,
+                     trace_counting=TRACES_EACH)
+    assert [d for d in diagnostics.analyse(healthy)[1] if d.kind == "retracing"] == []
+    raw = RawRun(timings=_timings(1000), memory=(), input_wait_ns=(), traces_first_call=1, traces_steady=2,
+                 trace_counting=TRACES_EACH, steady_trace_events=(event, event))
+    (d,) = [d for d in diagnostics.analyse(raw)[1] if d.kind == "retracing"]
+    assert d.severity == "warning" and "`scaled` (test_x.py:3) traced 2 times" in d.summary
+    assert "k: Python value 1.0 -> 2.0" in d.summary
+    old = RawRun(timings=_timings(1000), memory=(), input_wait_ns=(), traces_steady=3,
+                 trace_counting=TRACES_BETWEEN_ROUNDS)
+    (d,) = [d for d in diagnostics.analyse(old)[1] if d.kind == "retracing"]
+    assert "which tf.function and why is not known" in d.summary

@@ -14,8 +14,16 @@ import pytest
 from pytest_tfperf.measuring import runner
 from pytest_tfperf.measuring.variant_state import VariantState
 from pytest_tfperf.measuring.watchdog import Abandoned, Progress
-from pytest_tfperf.measuring.workload import DatasetPuller, Plan, RunSettings, Workload, dataset_puller, plan_rounds
-from pytest_tfperf.model import MemorySource
+from pytest_tfperf.measuring.workload import (
+    DatasetPuller,
+    Plan,
+    RunSettings,
+    Workload,
+    build_measurement,
+    dataset_puller,
+    plan_rounds,
+)
+from pytest_tfperf.model import TRACES_EACH, MemorySource, TraceEvent
 
 
 class FakeClock:
@@ -173,6 +181,31 @@ def test_trace_counts_split_warm_up_from_steady_state() -> None:
                          watch=False)[""]
     assert raw.traces_first_call == 1
     assert raw.traces_steady == traces["n"] - 1 > 0
+
+
+def test_the_causes_of_steady_traces_come_back_with_the_run_and_warm_up_traces_stay_out() -> None:
+    clock = FakeClock()
+    log: list[TraceEvent] = []
+
+    def work() -> None:
+        clock.work(1_000_000)
+        if not log or clock.now > 20_000_000:  # traced on the first call, then on every late call
+            log.append(TraceEvent(function="f", location="t.py:1", cause="arguments", changed="x: shape",
+                                  detail=f"x: shape ({len(log)},) -> ({len(log) + 1},)"))
+
+    asked: list[tuple[int, int]] = []
+
+    def events(after: int, upto: int) -> tuple[TraceEvent, ...]:
+        asked.append((after, upto))
+        return tuple(log[after:upto])
+
+    w = Workload(call=work, trace_total=lambda: len(log), trace_events=events, trace_counting=TRACES_EACH)
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.03, rounds=3, warmup_s=0.0), clock=clock,
+                         watch=False)[""]
+    assert raw.traces_first_call == 1 and raw.trace_counting == TRACES_EACH
+    assert raw.steady_trace_events == tuple(log[1:]) and len(raw.steady_trace_events) == raw.traces_steady > 0
+    assert all(upto > after >= 1 for after, upto in asked)  # asked only for rounds that traced, never warm-up
+    assert build_measurement("t", "call", raw).trace_counting == TRACES_EACH
 
 
 def test_output_check_sees_every_iteration_index() -> None:

@@ -136,7 +136,7 @@ def test_twice_the_retracing_is_caught_and_needs_confirmation_in_a_fresh_process
         t = traces(verdict.metric("traces_steady"))
         assert t.status is Status.REGRESSED, t.message
         assert needs_confirmation(t) and verdict.needs_confirmation
-        assert "more retracing than the baseline, per round and per iteration alike: " in t.message
+        assert "more retracing than the baseline in every unit it counts in: " in t.message
 
     worse, again = measure("retrace", 0.2, 5, per_call=2), measure("retrace", 0.3, 3, per_call=2)
     confirmed = judge(worse, base, Tolerances(), confirmation=again)
