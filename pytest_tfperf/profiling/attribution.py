@@ -85,6 +85,14 @@ class Attribution:
     pipeline: tuple[Change, ...] = ()  # tf.data stages and function work beyond noise, upstream first
     base_logdir: str | None = None
     current_logdir: str | None = None
+    # The remainder, split (the three add up to it, with the unlisted causes):
+    within_noise_delta: float = 0.0  # the groups on the step's path that did not move beyond their noise, summed
+    outside: float = 0.0  # the profiled pass's change in time outside any op or stage (wrappers, Python, idle)
+    timed_vs_profiled: float = 0.0  # the measured change minus the profiled pass's own: noise of either
+
+    @property
+    def unlisted_delta(self) -> float:
+        return math.fsum(c.delta for c in self.unlisted)
 
     @property
     def explained(self) -> float:
@@ -117,11 +125,11 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     changes = [_change(base.group(k), current.group(k), base, current, wall_floor, scale) for k in keys]
     changes.append(_series_change("other", "other", "groups beyond the top kept", base.other, current.other,
                                   wall_floor, scale))
-    drift = (scale - 1.0) * (math.fsum(g.mean for g in base.groups) + math.fsum(base.other) / base.windows)
     # Additive parts are the groups on the step's own path: its ops, its retracing, and the consumer's wait
     # for input. tf.data's threads work alongside the consumer and a stage's time includes its wait for
     # the stage upstream, so stage times overlap: they explain the wait instead of adding to the change.
     critical = [c for c in changes if c.kind not in PIPELINE_KINDS]
+    drift = (scale - 1.0) * math.fsum(c.base for c in critical)
     # Largest first whatever its sign: the measured change is itself noisy, and ranking by its sign
     # would put a small saving before a large growth when noise flipped it.
     moved = sorted((c for c in critical if c.beyond_noise), key=lambda c: -abs(c.delta))
@@ -130,13 +138,18 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     causes = tuple(moved[:limit])
     paced_by = _paced_by(wait, pipeline, changes) if wait is not None and wait.beyond_noise else None
     explained = math.fsum(c.delta for c in causes)
-    return Attribution(measured=measured, profiled=current.wall_mean - base.wall_mean,
+    profiled = current.wall_mean - base.wall_mean
+    within = math.fsum(c.delta for c in critical if not c.beyond_noise)
+    listed_and_unlisted = math.fsum(c.delta for c in moved)
+    return Attribution(measured=measured, profiled=profiled,
                        profiled_noise=_noise(base.wall, current.wall, 0.0, 0.0),
                        causes=causes, unlisted=tuple(moved[limit:]),
                        within_noise=sum(1 for c in changes if not c.beyond_noise),
                        remainder=measured - explained - drift, input_wait=wait, paced_by=paced_by,
                        scale=scale, drift=drift,
-                       pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir)
+                       pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir,
+                       within_noise_delta=within, outside=profiled - drift - listed_and_unlisted - within,
+                       timed_vs_profiled=measured - profiled)
 
 
 def attribution_dict(att: Attribution) -> dict[str, object]:
@@ -158,6 +171,9 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
         "common_factor": round(att.scale, 4), "common_factor_ms": ms(att.drift),
         "causes": [change(c) for c in att.causes], "unlisted": [change(c) for c in att.unlisted],
         "remainder_ms": ms(att.remainder), "within_noise": att.within_noise,
+        "remainder_parts_ms": {"within_noise_groups": ms(att.within_noise_delta), "outside_ops": ms(att.outside),
+                               "timed_vs_profiled": ms(att.timed_vs_profiled),
+                               "moved_unlisted": ms(att.unlisted_delta)},
         "input_wait": change(att.input_wait) if att.input_wait else None,
         "paced_by": change(att.paced_by) if att.paced_by else None,
         "pipeline": [change(c) for c in att.pipeline],
@@ -197,10 +213,13 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
         lines.append("  tf.data also moved (stage times overlap: each includes its wait for the stage upstream):")
         lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" + _stage_note(c, t)
                   for c in others]
-    more = f"; {len(att.unlisted)} more moved ({t(math.fsum(c.delta for c in att.unlisted))})" if att.unlisted else ""
-    lines.append(f"  remainder {t(att.remainder)} (within-noise groups, time outside ops and stages, "
-                 f"profiler and run-to-run difference{more})")
-    if att.base_logdir or att.current_logdir:
+    more = f", {len(att.unlisted)} more that moved {t(att.unlisted_delta)}" if att.unlisted else ""
+    lines.append(f"  remainder {t(att.remainder)}: groups within their noise {t(att.within_noise_delta)}, "
+                 f"outside ops and stages {t(att.outside)}{more}, timed rounds vs profiled pass "
+                 f"{t(att.timed_vs_profiled)}")
+    if att.base_logdir and att.base_logdir == att.current_logdir:
+        lines.append(f"  raw profile (both sides, alternating windows): tensorboard --logdir {att.base_logdir}")
+    elif att.base_logdir or att.current_logdir:
         lines.append(f"  raw profiles: tensorboard --logdir {att.base_logdir} (baseline), "
                      f"tensorboard --logdir {att.current_logdir} (current)")
     return lines

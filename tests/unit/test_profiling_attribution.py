@@ -47,7 +47,10 @@ def test_a_planted_layer_appears_and_the_parts_add_up_to_the_measured_change() -
     lines = explanation_lines(att)
     assert lines[0].startswith("where the time went: +4.10 ms/iteration measured (profiled pass +4.00 ms")
     assert lines[1].startswith("  planted_conv (Conv2D family) appeared +3.80 ms ±")
-    assert lines[2].startswith("  remainder +0.30 ms")
+    # the remainder split: the profiled pass's own change (4.0 ms) minus the planted group (3.8 ms) is time
+    # outside any group (0.2 ms); the timed rounds measured 0.1 ms more than the profiled pass
+    assert lines[2] == ("  remainder +0.30 ms: groups within their noise +0.00 ms, outside ops and stages +0.20 ms, "
+                        "timed rounds vs profiled pass +0.10 ms")
     assert lines[3] == ("  raw profiles: tensorboard --logdir /logs/base (baseline), "
                         "tensorboard --logdir /logs/current (current)")
 
@@ -108,7 +111,7 @@ def test_the_listed_causes_are_capped_and_the_rest_is_in_the_remainder() -> None
     assert [c.key for c in att.causes] == ["layer:m/l7", "layer:m/l6", "layer:m/l5"]
     assert len(att.unlisted) == 5
     assert att.remainder == pytest.approx((80 - 12 - 11 - 10) * MS)
-    assert "5 more moved (+35.0 ms)" in explanation_lines(att)[-1]
+    assert "5 more that moved +35.0 ms" in explanation_lines(att)[-1]
 
 
 def test_a_large_growth_is_named_first_even_when_noise_made_the_measured_change_negative() -> None:
@@ -190,3 +193,20 @@ def test_a_stage_that_moved_while_the_wait_stayed_within_its_noise_is_still_name
 def test_a_measured_change_that_is_not_a_number_is_refused() -> None:
     with pytest.raises(ValueError, match="finite"):
         attribute(BASE, BASE, float("nan"))
+
+
+def test_the_remainders_parts_add_up_to_it_and_one_shared_profile_folder_is_named_once() -> None:
+    base = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+                   logdir="/logs/pair")
+    current = profile(group("layer:m/dense", tuple(v + 0.2 for v in STEADY)),
+                      group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)), group("layer:m/planted", (6.0,) * 5),
+                      wall=(27, 27.1, 26.9, 27.2, 26.8), logdir="/logs/pair")
+    att = attribute(base, current, 6.5 * MS)
+    assert att.within_noise_delta == pytest.approx(0.2 * MS)  # dense grew within its noise
+    assert att.outside == pytest.approx((7.0 - 6.0 - 0.2) * MS)
+    assert att.timed_vs_profiled == pytest.approx(-0.5 * MS)
+    parts = att.within_noise_delta + att.outside + att.unlisted_delta + att.timed_vs_profiled
+    assert parts == pytest.approx(att.remainder)
+    assert explanation_lines(att)[-1] == "  raw profile (both sides, alternating windows): tensorboard --logdir /logs/pair"
+    assert attribution_dict(att)["remainder_parts_ms"] == pytest.approx(
+        {"within_noise_groups": 0.2, "outside_ops": 0.8, "timed_vs_profiled": -0.5, "moved_unlisted": 0.0})
