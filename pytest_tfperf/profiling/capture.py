@@ -2,9 +2,11 @@
 
 The pass runs ``windows`` windows of ``iterations`` iterations each, every
 window marked with a TraceMe event, under one profiler session
-(``tf.profiler.experimental.start/stop``). The raw profile stays in the
-caller's ``logdir`` (``tensorboard --logdir <logdir>`` opens it in the Profile
-tab); the compact ``Profile`` is read from it.
+(``tf.profiler.experimental.start/stop``). ``profile_steps`` profiles the
+sides of a comparison in that one session, their windows alternating, so
+that the machine's drift falls on every side alike. The raw profile stays in
+the caller's ``logdir`` (``tensorboard --logdir <logdir>`` opens it in the
+Profile tab); the compact ``Profile`` of each side is read from it.
 
 Profiling adds about 20% to a step at host tracer level 2, so this pass is
 never one of the measured rounds. Trouble with the profiler is never raised

@@ -16,8 +16,11 @@ and an event's self time is its duration minus its children's on the same line
 - anything else (executor and eager wrappers) inherits its nearest grouped
   ancestor, or stays unattributed.
 
-The caller marks each profiled window with a TraceMe event named ``marker``;
-an event belongs to the window in which it starts. The protobuf module is
+The caller marks each profiled window with a TraceMe event named ``marker``
+(with a ``side`` stat when the windows of several sides alternate); an event
+belongs to the window in which it starts. Reading is one Python pass over the
+host events: each event name is classified once, events outside the windows
+are skipped before anything else is done with them. The protobuf module is
 imported lazily and probed at the places TensorFlow versions put it.
 """
 
