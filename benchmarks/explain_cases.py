@@ -554,7 +554,7 @@ def main() -> None:
 
 
 def _command() -> str:
-    return "nice -n 15 .venv/bin/python benchmarks/explain_cases.py --keep-profiles /tmp/explain-profiles"
+    return "nice -n 15 .venv/bin/python benchmarks/explain_cases.py " + " ".join(sys.argv[1:])
 
 
 def _print_run(run: dict[str, Any]) -> None:

@@ -118,6 +118,7 @@ _INHERIT = 0  # wrappers: the nearest grouped ancestor's group
 _FIXED = 1  # a group of its own (a stage, the consumer's wait, an op with its layer or family)
 _TFDATA_OP = 2  # an op on tf.data's threads: its stage when it runs under one, else tf.data work of its family
 _MAYBE_TRACED = 3  # a wrapper that may be a tf.function call that traced (its stats say so)
+_SYNC_STAGE = 4  # a stage on the consumer's thread: its stage, and the consumer's input wait as well
 
 
 @dataclass
@@ -174,6 +175,7 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
         groups_of: list[str | None] = [None] * n
         fams: list[str | None] = [None] * n
         windows_of = [-1] * n
+        sync = [False] * n
         stack_end: list[int] = []
         stack_index: list[int] = []
         window = 0
@@ -195,10 +197,13 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
             if entry is None:
                 entry = table[mid] = _entry(names.get(mid, ""), tf_data, read)
             how, key, family, counts_as_stage, get_next, parallel = entry
-            if how == _FIXED:
+            if how == _FIXED or how == _SYNC_STAGE:
                 group = key
+                if how == _SYNC_STAGE:
+                    sync[index] = True
             elif how == _INHERIT:
                 group = groups_of[parent] if parent >= 0 else None
+                sync[index] = parent >= 0 and sync[parent]  # wrappers under a stage on the consumer's thread
             elif how == _TFDATA_OP:
                 inherited = groups_of[parent] if parent >= 0 else None
                 group = inherited if inherited is not None and inherited.startswith("stage:") else key
@@ -206,6 +211,7 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
                 group = _traced(events[event_index], names.get(mid, ""), traced_stat, stat_names, read.kinds)
                 if group is None:
                     group = groups_of[parent] if parent >= 0 else None
+                    sync[index] = parent >= 0 and sync[parent]
             groups_of[index] = group
             fams[index] = family
             while window < k - 1 and start >= windows[window + 1][0]:
@@ -232,6 +238,8 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
             if own <= 0.0:
                 continue
             self_time[group][window] += own
+            if sync[index]:
+                self_time["wait:input"][window] += own
             family = fams[index]
             if family is not None:
                 families[group][window][family] += own
@@ -247,6 +255,11 @@ def _entry(event_name: str, tf_data: bool, read: _Read) -> tuple[int, str | None
             return _FIXED, _register(kinds, "wait:input", "input wait", "input wait (consumer)"), None, False, False, False
         key = "stage:" + stage_key(event_name)
         _register(kinds, key, "stage", stage_key(event_name))
+        if not tf_data:
+            # A stage run on the consumer's own thread (no prefetch between them): the consumer computes its
+            # input itself, on the step's path. It counts as the consumer's input wait too (see _read_plane).
+            _register(kinds, "wait:input", "input wait", "input wait (consumer)")
+            return _SYNC_STAGE, key, None, True, False, is_parallel_stage(event_name)
         return _FIXED, key, None, True, False, is_parallel_stage(event_name)
     if event_name in _GET_NEXT and not tf_data:
         return _FIXED, _register(kinds, "wait:input", "input wait", "input wait (consumer)"), None, False, True, False

@@ -280,3 +280,21 @@ def test_a_stage_parallel_on_one_side_only_reads_sequential_on_the_other() -> No
     sides = summarise_sides(s.parsed(), iterations={"base": 1, "changed": 1})
     assert sides["base"].group("stage:Prefetch/Map").parallel is True
     assert sides["changed"].group("stage:Prefetch/Map").parallel is False
+
+
+def test_a_pipeline_run_on_the_consumers_own_thread_is_its_stage_and_the_consumers_input_wait() -> None:
+    # no prefetch: the consumer's GetNext runs the map itself, on the step's path
+    s = Space()
+    s.windows(1, 1000)
+    for i in range(2):
+        t = i * 500
+        s.event("python", "IteratorGetNextOp::DoCompute", t + 1, 300)
+        s.event("python", "Iterator::Root::Batch::Map", t + 10, 250)
+        s.event("python", "EagerPyFunc:EagerPyFunc", t + 20, 200)  # the map's py_function: an op on the path
+        s.event("python", "FunctionRun", t + 225, 30)  # the map function's wrapper: the stage's, so the wait's
+    profile = summarise(s.parsed(), name="sync", iterations=2)
+    stage = profile.group("stage:Batch/Map")
+    assert stage.per_window == pytest.approx((50e-6,)) and stage.per_element == pytest.approx(50e-6)
+    # the consumer's wait: its own 50 us in GetNext plus the 50 us of stage work it did itself
+    assert profile.group("wait:input").per_window == pytest.approx((100e-6,))
+    assert profile.group("op:PyFunc").per_window == pytest.approx((200e-6,))
