@@ -13,8 +13,11 @@ twice). In one fresh process per repeat it:
 1. times the arms in interleaved rounds (base, changed, base again; median
    time per iteration of ``ROUNDS`` rounds each): the measured change, as a
    gate would measure it;
-2. profiles each arm in a pass of its own through ``pytest_tfperf.profiling``
-   (``WINDOWS`` windows of a few iterations, host tracer level 2);
+2. profiles the arms through ``pytest_tfperf.profiling`` (``WINDOWS`` windows
+   of ``WINDOW_SECONDS`` each per arm, host tracer level 2): the step cases in
+   ONE profiler session with the arms' windows alternating (``profile_steps``),
+   the pipeline cases one pass per arm (a pipeline works ahead on its own
+   threads, which alternating windows would count in the other arms);
 3. attributes the measured change (changed vs base) and the A/A change
    (base again vs base), and records: whether the top cause is the planted
    group, how much of the measured change the causes explain, whether the
