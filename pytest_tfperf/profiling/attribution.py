@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_tfperf.profiling.model import Group, Profile
 
@@ -42,6 +42,10 @@ DEFAULT_LIMIT = 5
 DRIFT_GROUP_SHARE = 0.005
 # ...and only when there are this many: with fewer, one changed group would be the median.
 DRIFT_MIN_GROUPS = 5
+# Take each window's load out of its groups before comparing (``_steadied``): on a loaded machine a window in
+# which everything ran 3x slower made every group's window-to-window spread, and so its noise, too large
+# for the change beside it to stand out.
+STEADY_WINDOWS = True
 PIPELINE_KINDS = ("stage", "tf.data work")
 
 
@@ -120,6 +124,8 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     if not math.isfinite(measured):
         raise ValueError(f"measured change must be finite, got {measured!r}")
     wall_floor = WALL_FLOOR * base.wall_mean
+    if STEADY_WINDOWS:
+        base, current = _steadied(base, current)
     scale = _common_scale(base, current)
     keys = [g.key for g in base.groups] + [g.key for g in current.groups if base.group(g.key) is None]
     changes = [_change(base.group(k), current.group(k), base, current, wall_floor, scale) for k in keys]
@@ -278,6 +284,53 @@ def _stage_note(change: Change, t: object) -> str:
         if value is not None:
             parts.append(f"{side} {value * 1e3:.2f} ms/element")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _common_keys(base: Profile, current: Profile) -> list[str]:
+    """The layer and op groups both sides have, each at least DRIFT_GROUP_SHARE of the step on both."""
+    floor = DRIFT_GROUP_SHARE * base.wall_mean
+    keys = []
+    for group in base.groups:
+        other = current.group(group.key)
+        if group.kind in ("layer", "op") and other is not None and group.mean > floor and other.mean > floor:
+            keys.append(group.key)
+    return keys
+
+
+def _steadied(base: Profile, current: Profile) -> tuple[Profile, Profile]:
+    """Each side's windows with its window-to-window load taken out (see ``STEADY_WINDOWS``).
+
+    A window's load is the summed time of the groups both sides have (the
+    model's unchanged part), leaving the group being steadied out of its own
+    load. Each window's group times are scaled by the side's mean load over
+    that window's load, so a window in which the machine was busy (every op 3x
+    slower) reads like the others, and the windows' spread is what the group
+    did by itself. The side's level is kept: comparing the sides stays the
+    common factor's job.
+    """
+    keys = _common_keys(base, current)
+    if len(keys) < DRIFT_MIN_GROUPS:
+        return base, current
+    return _steady(base, keys), _steady(current, keys)
+
+
+def _steady(profile: Profile, keys: Sequence[str]) -> Profile:
+    k = profile.windows
+    members = {key: profile.group(key) for key in keys}
+    load = [math.fsum(g.per_window[w] for g in members.values() if g is not None) for w in range(k)]
+    if min(load) <= 0.0:
+        return profile
+
+    def steady(values: Sequence[float], own: Sequence[float] | None) -> tuple[float, ...]:
+        rest = [load[w] - (own[w] if own is not None else 0.0) for w in range(k)]
+        if min(rest) <= 0.0:
+            return tuple(values)
+        level = math.fsum(rest) / k
+        return tuple(values[w] * level / rest[w] for w in range(k))
+
+    groups = tuple(replace(g, per_window=steady(g.per_window, g.per_window if g.key in members else None))
+                   for g in profile.groups)
+    return replace(profile, groups=groups, other=steady(profile.other, None))
 
 
 def _common_scale(base: Profile, current: Profile) -> float:
