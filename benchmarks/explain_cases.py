@@ -13,8 +13,11 @@ twice). In one fresh process per repeat it:
 1. times the arms in interleaved rounds (base, changed, base again; median
    time per iteration of ``ROUNDS`` rounds each): the measured change, as a
    gate would measure it;
-2. profiles each arm in a pass of its own through ``pytest_tfperf.profiling``
-   (``WINDOWS`` windows of a few iterations, host tracer level 2);
+2. profiles the arms through ``pytest_tfperf.profiling`` (``WINDOWS`` windows
+   of ``WINDOW_SECONDS`` each per arm, host tracer level 2): the step cases in
+   ONE profiler session with the arms' windows alternating (``profile_steps``),
+   the pipeline cases one pass per arm (a pipeline works ahead on its own
+   threads, which alternating windows would count in the other arms);
 3. attributes the measured change (changed vs base) and the A/A change
    (base again vs base), and records: whether the top cause is the planted
    group, how much of the measured change the causes explain, whether the
@@ -47,30 +50,34 @@ sys.path.insert(0, str(HERE.parent))
 
 ROUNDS = 5
 ROUND_SECONDS = 0.4
-WINDOWS = 5
-WINDOW_SECONDS = 0.3
+WINDOWS = 6
+WINDOW_SECONDS = 0.1
+PIPELINE_IDLE_S = 0.5
 RESULTS = HERE / "results"
 
 # name -> (what is planted, how the planted group's key is recognised)
 CASES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "mnv2_added_conv": ("MobileNetV2 (alpha 0.35, 64x64) train_on_batch: a Conv2D(128) added after the backbone",
                         lambda k: "planted_conv" in k),
-    "mnv2_widened_dense": ("MobileNetV2 (alpha 0.35, 64x64) train_on_batch: head Dense widened 32 -> 2048",
+    "mnv2_widened_dense": ("MobileNetV2 (alpha 0.35, 64x64) train_on_batch: head Dense widened 32 -> 8192",
                            lambda k: "head_dense" in k),
-    "mnv2_float64_head": ("MobileNetV2 (alpha 0.35, 64x64) predict step: head Dense(512) computed in float64",
+    "mnv2_float64_head": ("MobileNetV2 (alpha 0.35, 64x64) predict step: two head Dense(2048) computed in float64",
                           lambda k: "head_dense" in k),
     "lstm_widened": ("Embedding+LSTM text classifier train_on_batch: LSTM widened 32 -> 160",
                      lambda k: "lstm" in k),
     "transformer_widened_ffn": ("Transformer block text classifier train_on_batch: feed-forward widened 64 -> 768",
                                 lambda k: "ffn" in k),
+    "transformer_added_attention": ("Transformer block text classifier train_on_batch: a second attention layer added",
+                                    lambda k: "planted_attention" in k),
     "cnn_fit_added_layer": ("small CNN under model.fit on a tf.data pipeline: a Conv2D(64) added",
                             lambda k: "planted_conv" in k),
     "step_py_function": ("tf.function train step of a small CNN: a py_function (numpy sort) added to the step",
                          lambda k: "planted_py" in k or k == "op:PyFunc"),
     "step_retrace_scalar": ("tf.function step called with a Python float that changes each call (retraces)",
                             lambda k: k.startswith("retracing:")),
-    "pipeline_map_lost_parallelism": ("tf.data: a map of TF ops (two 256x256 matmuls), num_parallel_calls=AUTOTUNE -> sequential",
-                                      lambda k: k.startswith("stage:") and "Map" in k),
+    "pipeline_py_function_parse": ("tf.data: CSV lines (batches of 128) parsed by a py_function (Python split) instead of "
+                                   "tf.io.decode_csv", lambda k: (k.startswith("stage:") and "Map" in k)
+                                   or k == "tfdata:PyFunc"),
     "pipeline_slow_source": ("tf.data: records from a Python generator (1.5 ms each) instead of from_tensor_slices",
                              lambda k: k.startswith("stage:") and ("Generator" in k or "FlatMap" in k)),
     "pipeline_dropped_cache": ("tf.data: a 3 ms per record map whose .cache() was dropped (work repeated each epoch)",
@@ -110,14 +117,14 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
         elif case == "mnv2_widened_dense":
             def head(h: Any) -> Any:
                 h = keras.layers.GlobalAveragePooling2D()(h)
-                h = keras.layers.Dense(2048 if changed else 32, activation="relu", name="head_dense")(h)
+                h = keras.layers.Dense(8192 if changed else 32, activation="relu", name="head_dense")(h)
                 return keras.layers.Dense(10, name="classifier")(h)
         else:  # mnv2_float64_head: inference step, the head in float64
             def head(h: Any) -> Any:
                 h = keras.layers.GlobalAveragePooling2D()(h)
-                h = keras.layers.Dense(512, activation="relu", name="head_dense",
+                h = keras.layers.Dense(2048, activation="relu", name="head_dense",
                                        dtype="float64" if changed else "float32")(h)
-                h = keras.layers.Dense(512, activation="relu", name="head_dense2",
+                h = keras.layers.Dense(2048, activation="relu", name="head_dense2",
                                        dtype="float64" if changed else "float32")(h)
                 return keras.layers.Dense(10, name="classifier", dtype="float32")(h)
             model = mnv2(head, compile_=False)
@@ -135,12 +142,16 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
         y = rng.integers(0, 2, 32)
         return lambda: model.train_on_batch(x, y)
 
-    if case == "transformer_widened_ffn":
+    if case.startswith("transformer_"):
+        wide = changed and case == "transformer_widened_ffn"
         inputs = keras.Input((64,), dtype="int32")
         h = keras.layers.Embedding(4000, 64)(inputs)
         attn = keras.layers.MultiHeadAttention(num_heads=4, key_dim=16)(h, h)
         h = keras.layers.LayerNormalization()(h + attn)
-        ff = keras.layers.Dense(768 if changed else 64, activation="relu", name="ffn_in")(h)
+        if changed and case == "transformer_added_attention":
+            attn = keras.layers.MultiHeadAttention(num_heads=4, key_dim=16, name="planted_attention")(h, h)
+            h = keras.layers.LayerNormalization()(h + attn)
+        ff = keras.layers.Dense(768 if wide else 64, activation="relu", name="ffn_in")(h)
         ff = keras.layers.Dense(64, name="ffn_out")(ff)
         h = keras.layers.LayerNormalization()(h + ff)
         out = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(h))
@@ -207,6 +218,11 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
         # the plants are what a user wrote: TensorFlow's rewrites would hide or undo them
         options.experimental_optimization.map_parallelization = False
         options.experimental_optimization.map_and_batch_fusion = False
+        # Three arms share one process and its 2 cores: a pipeline that works ahead (an injected, autotuned
+        # prefetch buffer) fills it on its own threads while the other arms are timed and profiled, and is
+        # read as free in its own windows. Without them each pull waits for its work, as the timed rounds do.
+        options.experimental_optimization.inject_prefetch = False
+        options.autotune.enabled = False
         work = np.arange(2000, dtype=np.float64)
 
         def slow_record(i: Any, ms: float) -> Any:
@@ -215,12 +231,19 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
                 np.sort(work)
             return i
 
-        if case == "pipeline_map_lost_parallelism":
-            def augment(i: Any) -> Any:  # TensorFlow ops, which run in parallel (a py_function would hold the GIL)
-                image = tf.random.stateless_uniform((256, 256), seed=tf.stack([i, i]))
-                return tf.reduce_sum(tf.matmul(tf.matmul(image, image), image))
-            ds = tf.data.Dataset.range(10**9).map(augment, num_parallel_calls=None if changed else tf.data.AUTOTUNE)
-            ds = ds.batch(4).with_options(options)
+        if case == "pipeline_py_function_parse":
+            lines = [",".join(f"{v:.4f}" for v in row) for row in rng.random((4096, 16))]
+
+            def parse_py(line: Any) -> Any:  # what a user writes when decode_csv looks unfamiliar
+                return np.array([float(v) for v in line.numpy().decode().split(",")], dtype=np.float32)
+            if changed:
+                def parse(line: Any) -> Any:
+                    return tf.ensure_shape(tf.py_function(parse_py, [line], tf.float32), (16,))
+            else:
+                def parse(line: Any) -> Any:
+                    return tf.stack(tf.io.decode_csv(line, record_defaults=[0.0] * 16))
+            ds = tf.data.Dataset.from_tensor_slices(lines).repeat().map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+            ds = ds.batch(128).with_options(options)
         elif case == "pipeline_slow_source":
             records = rng.random((100000, 16), dtype=np.float32)
             if changed:
@@ -279,7 +302,7 @@ def _drain(step: Callable[[], Any], chunk: int, per_iteration: float) -> None:
 
 def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from pytest_tfperf.profiling.capture import profile_step
+    from pytest_tfperf.profiling.capture import profile_step, profile_steps
 
     t0 = time.perf_counter()
     arms = {"base": _build(case, "base"), "changed": _build(case, "changed"), "base_again": _build(case, "base")}
@@ -305,18 +328,30 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
 
     profiles = {}
     outcome_info = {}
-    for arm, step in arms.items():
-        w = max(2, round(WINDOW_SECONDS / per_iter[arm]))
-        if case.startswith("pipeline_"):
-            _drain(step, w, per_iter[arm])
-        outcome = profile_step(step, profile_dir / case / arm, name=f"{case}:{arm}", windows=WINDOWS,
-                               iterations=w, warmup=1)
-        outcome_info[arm] = {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": w,
-                             "seconds_windows": round(getattr(outcome, "seconds_windows", 0.0), 2),
-                             "seconds_stop": round(getattr(outcome, "seconds_stop", 0.0), 2)}
-        profiles[arm] = outcome.profile
+    iterations = {arm: max(2, round(WINDOW_SECONDS / per_iter[arm])) for arm in arms}
+    pass_started = time.perf_counter()
+    if case.startswith("pipeline_"):
+        # A pipeline works ahead on its own threads: in alternating windows its work would land in the other
+        # arms' windows. One pass per arm, each after draining what the pipeline buffered meanwhile.
+        for arm, step in arms.items():
+            # The other arms' pipelines refill their buffers on their own threads (after the timed rounds drained
+            # them), under the same stage names: let them fill and go idle first, or their work is counted here.
+            time.sleep(PIPELINE_IDLE_S)
+            _drain(step, iterations[arm], per_iter[arm])
+            outcome = profile_step(step, profile_dir / case / arm, name=f"{case}:{arm}", windows=WINDOWS,
+                                   iterations=iterations[arm], warmup=1)
+            outcome_info[arm] = _outcome_info(outcome, iterations[arm], interleaved=False)
+            profiles[arm] = outcome.profile
+    else:
+        # One profiler session, the arms' windows alternating: the machine's drift falls on every arm alike.
+        outcomes = profile_steps(arms, profile_dir / case / "all", windows=WINDOWS, iterations=iterations, warmup=1)
+        for arm, outcome in outcomes.items():
+            outcome_info[arm] = _outcome_info(outcome, iterations[arm], interleaved=True)
+            profiles[arm] = outcome.profile
+    pass_s = time.perf_counter() - pass_started
     out: dict[str, Any] = {"case": case, "pid": os.getpid(), "round_iterations": n, "build_s": round(build_s, 1),
-                           "measured_rounds_s": round(measured_s, 2),
+                           "measured_rounds_s": round(measured_s, 2), "profiled_pass_s": round(pass_s, 2),
+                           "load_average": [round(v, 2) for v in os.getloadavg()],
                            "per_iteration_ms": {a: round(v * 1e3, 3) for a, v in per_iter.items()},
                            "profiled": outcome_info}
     if any(p is None for p in profiles.values()):
@@ -327,10 +362,16 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
     (profile_dir / case / f"compact-{os.getpid()}.json").write_text(
         json.dumps({a: p.to_dict() for a, p in profiles.items()} | {"per_iteration_s": per_iter}))
     out["profile_bytes"] = max(len(json.dumps(p.to_dict())) for p in profiles.values())
-    # each profiled pass against the measured rounds of one arm (ROUNDS rounds of that arm)
-    out["profiled_vs_rounds"] = round(max(outcome_info[a]["seconds"] for a in arms) / (measured_s / len(arms)), 2)
+    # the profiled pass of all arms (drains included) against the measured rounds of all arms
+    out["profiled_vs_rounds"] = round(pass_s / measured_s, 2)
     out.update(_attributions(case, base, changed, again, per_iter))
     return out
+
+
+def _outcome_info(outcome: Any, iterations: int, *, interleaved: bool) -> dict[str, Any]:
+    return {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": iterations,
+            "seconds_windows": round(outcome.seconds_windows, 2), "seconds_stop": round(outcome.seconds_stop, 2),
+            "interleaved": interleaved}
 
 
 def _attributions(case: str, base: Any, changed: Any, again: Any, per_iter: dict[str, float]) -> dict[str, Any]:
@@ -348,7 +389,12 @@ def _attributions(case: str, base: Any, changed: Any, again: Any, per_iter: dict
             "profiled_ms": round(att.profiled * 1e3, 3),
             "explained_ms": round(att.explained * 1e3, 3),
             "drift_ms": round(att.drift * 1e3, 3),
+            "scale": round(att.scale, 4),
             "remainder_ms": round(att.remainder * 1e3, 3),
+            "remainder_parts_ms": {"within_noise_groups": round(att.within_noise_delta * 1e3, 3),
+                                   "outside_ops": round(att.outside * 1e3, 3),
+                                   "moved_unlisted": round(att.unlisted_delta * 1e3, 3),
+                                   "timed_vs_profiled": round(att.timed_vs_profiled * 1e3, 3)},
             "top": top.key if top else None,
             "causes": [{"key": c.key, "how": c.how, "delta_ms": round(c.delta * 1e3, 3),
                         "noise_ms": round(c.noise * 1e3, 3)} for c in att.causes],
@@ -367,14 +413,52 @@ def _attributions(case: str, base: Any, changed: Any, again: Any, per_iter: dict
 
 def _from_raw(run: dict[str, Any], case_dir: Path) -> dict[str, Any]:
     """The compact profiles read again from the raw .xplane.pb files the run left (the reader as it is now)."""
-    from pytest_tfperf.profiling.xspace import load_xspace, summarise
+    from pytest_tfperf.profiling.xspace import load_xspace, summarise, summarise_sides
 
+    arms = ("base", "changed", "base_again")
+    if run["profiled"]["base"].get("interleaved"):
+        (path,) = sorted((case_dir / "all").glob("plugins/profile/*/*.xplane.pb"))
+        sides = summarise_sides(load_xspace(path, max_bytes=2**30),
+                                iterations={a: run["profiled"][a]["iterations"] for a in arms},
+                                logdir=str(case_dir / "all"))
+        return {a: sides[a].to_dict() for a in arms}
     out = {}
-    for arm in ("base", "changed", "base_again"):
+    for arm in arms:
         (path,) = sorted((case_dir / arm).glob("plugins/profile/*/*.xplane.pb"))
         space = load_xspace(path, max_bytes=2**30)
         out[arm] = summarise(space, name=f"{run['case']}:{arm}", iterations=run["profiled"][arm]["iterations"],
                              logdir=str(case_dir / arm)).to_dict()
+    return out
+
+
+def _cross_process(stored_by_case: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A/A across processes, as a stored baseline is compared: the same arm of two fresh processes."""
+    from pytest_tfperf.profiling.attribution import attribute
+
+    cross = []
+    for case, entries in stored_by_case.items():
+        for i, first in enumerate(entries):
+            for second in entries[i + 1:]:
+                for arm in ("base", "base_again"):
+                    att = attribute(first["profiles"][arm], second["profiles"][arm],
+                                    second["per"][arm] - first["per"][arm])
+                    cross.append({"case": case, "arm": arm, "processes": [first["process"], second["process"]],
+                                  "nothing_moved": att.nothing_moved, "scale": round(att.scale, 3),
+                                  "causes": [c.key for c in att.causes]})
+    return cross
+
+
+def _stored_by_case(runs: list[dict[str, Any]], profile_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    from pytest_tfperf.profiling.model import Profile
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        if "error" in run:
+            continue
+        stored = json.loads((profile_dir / f"p{run['process']}" / run["case"] / f"compact-{run['pid']}.json").read_text())
+        out.setdefault(run["case"], []).append({
+            "profiles": {a: Profile.from_dict(stored[a]) for a in ("base", "changed", "base_again")},
+            "per": stored["per_iteration_s"], "process": run["process"]})
     return out
 
 
@@ -385,8 +469,6 @@ def reattribute(results: Path, profile_dir: Path, *, from_raw: bool = False) -> 
     the reader (how events are grouped) is measured on the same recorded runs.
     """
     from pytest_tfperf.profiling.model import Profile
-
-    from pytest_tfperf.profiling.attribution import attribute
 
     result = json.loads(results.read_text())
     stored_by_case: dict[str, list[dict[str, Any]]] = {}
@@ -403,21 +485,8 @@ def reattribute(results: Path, profile_dir: Path, *, from_raw: bool = False) -> 
                                  stored["per_iteration_s"]))
         stored_by_case.setdefault(run["case"], []).append({"profiles": profiles, "per": stored["per_iteration_s"],
                                                           "process": run["process"]})
-    # A/A across processes, as a stored baseline is compared: the same arm of two fresh processes
-    cross = []
-    for case, entries in stored_by_case.items():
-        for i, first in enumerate(entries):
-            for second in entries[i + 1:]:
-                for arm in ("base", "base_again"):
-                    att = attribute(first["profiles"][arm], second["profiles"][arm],
-                                    second["per"][arm] - first["per"][arm])
-                    cross.append({"case": case, "arm": arm, "processes": [first["process"], second["process"]],
-                                  "nothing_moved": att.nothing_moved,
-                                  "causes": [c.key for c in att.causes]})
-    result["aa_cross_process"] = cross
-    result["summary"] = _summary(result["runs"])
-    result["summary"]["aa_cross_process_runs"] = len(cross)
-    result["summary"]["aa_cross_process_nothing_moved"] = sum(c["nothing_moved"] for c in cross)
+    result["aa_cross_process"] = _cross_process(stored_by_case)
+    result["summary"] = _summary(result["runs"], result["aa_cross_process"])
     result["reattributed"] = datetime.now(timezone.utc).isoformat(timespec="seconds") + (
         ", profiles read again from the raw .xplane.pb files" if from_raw else "")
     results.write_text(json.dumps(result, indent=1) + "\n")
@@ -450,6 +519,7 @@ def main() -> None:
     cases = args.case or list(CASES)
     base_dir = Path(args.keep_profiles) if args.keep_profiles else Path(tempfile.mkdtemp(prefix="tfperf-explain-"))
     started = time.time()
+    load_start = [round(v, 2) for v in os.getloadavg()]
     runs = []
     for case in cases:
         for process in range(args.processes):
@@ -472,12 +542,14 @@ def main() -> None:
         runs = [r for r in old["runs"] if r["case"] not in cases] + runs
         cases = list(old["cases"])
         started -= old["seconds"]
-    summary = _summary(runs)
+    cross = _cross_process(_stored_by_case(runs, base_dir))
+    summary = _summary(runs, cross)
     result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": _command(),
               "machine": f"{os.cpu_count()} CPUs", "seconds": round(time.time() - started),
               "settings": {"rounds": ROUNDS, "round_seconds": ROUND_SECONDS, "windows": WINDOWS,
                            "window_seconds": WINDOW_SECONDS},
-              "cases": {c: CASES[c][0] for c in cases}, "summary": summary, "runs": runs}
+              "load_average_start": load_start, "load_average_end": [round(v, 2) for v in os.getloadavg()],
+              "cases": {c: CASES[c][0] for c in cases}, "summary": summary, "runs": runs, "aa_cross_process": cross}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "explain_cases.json").write_text(json.dumps(result, indent=1) + "\n")
     (RESULTS / "explain_cases.md").write_text(_markdown(result))
@@ -485,7 +557,7 @@ def main() -> None:
 
 
 def _command() -> str:
-    return "nice -n 15 .venv/bin/python benchmarks/explain_cases.py --keep-profiles /tmp/explain-profiles"
+    return "nice -n 15 .venv/bin/python benchmarks/explain_cases.py " + " ".join(sys.argv[1:])
 
 
 def _print_run(run: dict[str, Any]) -> None:
@@ -503,7 +575,7 @@ def _print_run(run: dict[str, Any]) -> None:
             print("    A/A", line)
 
 
-def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(runs: list[dict[str, Any]], cross: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in runs if "error" not in r]
     by_case: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
@@ -522,25 +594,52 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "aa_nothing_moved": sum(r["aa"]["nothing_moved"] for r in good),
         }
     all_three = sum(1 for c in per_case.values() if c["errors"] == 0 and c["top_is_planted"] == c["processes"])
+
+    def med(values: list[float]) -> float | None:
+        return round(statistics.median(values), 2) if values else None
+
+    passes = [r["profiled_pass_s"] for r in ok]
+    windows = [sum(i["seconds_windows"] for i in _passes(r)) for r in ok]
+    stops = [sum(i["seconds_stop"] for i in _passes(r)) for r in ok]
+    planted = [r["planted"] for r in ok]
     return {
         "cases": len(per_case),
         "cases_top_planted_in_every_process": all_three,
         "runs": len(runs),
         "runs_ok": len(ok),
-        "runs_top_planted": sum(r["planted"]["top_is_planted"] for r in ok),
-        "runs_planted_in_top3": sum(r["planted"].get("planted_in_top3", False) for r in ok),
-        "runs_adds_up": sum(r["planted"]["adds_up"] for r in ok),
-        "runs_profile_agrees_10pct": sum(bool(r["planted"]["profile_agrees_10pct"]) for r in ok),
+        "runs_top_planted": sum(p["top_is_planted"] for p in planted),
+        "runs_planted_in_top3": sum(p.get("planted_in_top3", False) for p in planted),
+        "runs_adds_up": sum(p["adds_up"] for p in planted),
+        "runs_profile_agrees_10pct": sum(bool(p["profile_agrees_10pct"]) for p in planted),
+        "runs_remainder_smaller_than_change": sum(abs(p["remainder_ms"]) < abs(p["measured_ms"]) for p in planted),
+        "median_abs_common_factor_minus_1": med([abs(p["scale"] - 1) for p in planted]),
         "aa_runs": len(ok),
         "aa_nothing_moved": sum(r["aa"]["nothing_moved"] for r in ok),
+        "aa_cross_process_runs": len(cross),
+        "aa_cross_process_nothing_moved": sum(c["nothing_moved"] for c in cross),
         "max_profile_bytes": max((r["profile_bytes"] for r in ok), default=None),
-        "profiled_vs_rounds_median": statistics.median([r["profiled_vs_rounds"] for r in ok]) if ok else None,
+        "profiled_vs_rounds_median": med([r["profiled_vs_rounds"] for r in ok]),
+        "profiled_vs_rounds_max": max((r["profiled_vs_rounds"] for r in ok), default=None),
+        "runs_profiled_within_rounds": sum(r["profiled_vs_rounds"] <= 1.0 for r in ok),
+        "profiled_pass_s_median": med(passes),
+        "profiled_windows_s_median": med(windows),
+        "profiler_stop_s_median": med(stops),
+        "warmup_and_reading_s_median": med([p - w - t for p, w, t in zip(passes, windows, stops)]),
+        "measured_rounds_s_median": med([r["measured_rounds_s"] for r in ok]),
+        "load_average_1min": [r["load_average"][0] for r in ok],
         "per_case": per_case,
     }
 
 
+def _passes(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The profiler sessions of a run: one for alternating arms (each arm records it), else one per arm."""
+    info = list(run["profiled"].values())
+    return info[:1] if info and info[0].get("interleaved") else info
+
+
 def _markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
+    loads = s.get("load_average_1min") or [0.0]
     out = [f"# Planted regressions explained ({result['date']}, {result['machine']})", "",
            f"Command: `{result['command']}` ({result['seconds']} s). Settings: {result['settings']}.", "",
            *([f"Attributed again ({result['reattributed']}): `nice -n 15 .venv/bin/python "
@@ -553,15 +652,23 @@ def _markdown(result: dict[str, Any]) -> str:
            f"{s['runs_planted_in_top3']} of {s['runs_ok']}",
            f"- parts + common drift + remainder == measured change: {s['runs_adds_up']} of {s['runs_ok']} "
            "(by construction)",
-           f"- the profiled pass's own change within 10% of the measured change: "
-           f"{s['runs_profile_agrees_10pct']} of {s['runs_ok']}",
-           f"- A/A (same code built twice): nothing moved beyond noise in {s['aa_nothing_moved']} of "
-           f"{s['aa_runs']} runs",
-           *([f"- A/A across fresh processes (same arm, two processes, as a stored baseline is compared): nothing "
-              f"moved beyond noise in {s['aa_cross_process_nothing_moved']} of {s['aa_cross_process_runs']}"]
-             if "aa_cross_process_runs" in s else []),
+           f"- the profiled pass's own change (its parts, before 'timed rounds vs profiled pass') within 10% of "
+           f"the measured change: {s['runs_profile_agrees_10pct']} of {s['runs_ok']}; remainder smaller than "
+           f"the change: {s['runs_remainder_smaller_than_change']} of {s['runs_ok']}; median |common factor - 1|: "
+           f"{s['median_abs_common_factor_minus_1']}",
+           f"- A/A in one process (two instances of the base, alternating windows): nothing moved beyond noise in "
+           f"{s['aa_nothing_moved']} of {s['aa_runs']} runs",
+           f"- A/A across fresh processes (same arm, two processes, as a stored baseline is compared): nothing "
+           f"moved beyond noise in {s['aa_cross_process_nothing_moved']} of {s['aa_cross_process_runs']}",
            f"- largest stored profile: {s['max_profile_bytes']} bytes of JSON",
-           f"- profiled pass / measured rounds of one arm (median): {s['profiled_vs_rounds_median']}", "",
+           f"- profiled pass (all arms) / measured rounds (all arms): median {s['profiled_vs_rounds_median']}, "
+           f"max {s['profiled_vs_rounds_max']}; at most 1 in {s['runs_profiled_within_rounds']} of {s['runs_ok']}",
+           f"- one run's profiled pass, median: {s['profiled_pass_s_median']} s (windows "
+           f"{s['profiled_windows_s_median']} s, profiler stop {s['profiler_stop_s_median']} s, warm-up and "
+           f"reading {s['warmup_and_reading_s_median']} s); measured rounds {s['measured_rounds_s_median']} s",
+           f"- machine load (1-minute load average on 2 cores) at each run's end: min {min(loads)}, median "
+           f"{statistics.median(loads)}, max {max(loads)}; at start/end of the whole run: "
+           f"{result.get('load_average_start')} / {result.get('load_average_end')}", "",
            "| case | top = planted | measured change ms/iter | explained share | profile within 10% | A/A quiet |",
            "|---|---|---|---|---|---|"]
     for case, c in s["per_case"].items():

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_tfperf.profiling.model import Group, Profile
 
@@ -42,6 +42,10 @@ DEFAULT_LIMIT = 5
 DRIFT_GROUP_SHARE = 0.005
 # ...and only when there are this many: with fewer, one changed group would be the median.
 DRIFT_MIN_GROUPS = 5
+# Take each window's load out of its groups before comparing (``_steadied``): on a loaded machine a window in
+# which everything ran 3x slower made every group's window-to-window spread, and so its noise, too large
+# for the change beside it to stand out.
+STEADY_WINDOWS = True
 PIPELINE_KINDS = ("stage", "tf.data work")
 
 
@@ -85,6 +89,14 @@ class Attribution:
     pipeline: tuple[Change, ...] = ()  # tf.data stages and function work beyond noise, upstream first
     base_logdir: str | None = None
     current_logdir: str | None = None
+    # The remainder, split (the three add up to it, with the unlisted causes):
+    within_noise_delta: float = 0.0  # the groups on the step's path that did not move beyond their noise, summed
+    outside: float = 0.0  # the profiled pass's change in time outside any op or stage (wrappers, Python, idle)
+    timed_vs_profiled: float = 0.0  # the measured change minus the profiled pass's own: noise of either
+
+    @property
+    def unlisted_delta(self) -> float:
+        return math.fsum(c.delta for c in self.unlisted)
 
     @property
     def explained(self) -> float:
@@ -112,16 +124,18 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     if not math.isfinite(measured):
         raise ValueError(f"measured change must be finite, got {measured!r}")
     wall_floor = WALL_FLOOR * base.wall_mean
+    if STEADY_WINDOWS:
+        base, current = _steadied(base, current)
     scale = _common_scale(base, current)
     keys = [g.key for g in base.groups] + [g.key for g in current.groups if base.group(g.key) is None]
     changes = [_change(base.group(k), current.group(k), base, current, wall_floor, scale) for k in keys]
     changes.append(_series_change("other", "other", "groups beyond the top kept", base.other, current.other,
                                   wall_floor, scale))
-    drift = (scale - 1.0) * (math.fsum(g.mean for g in base.groups) + math.fsum(base.other) / base.windows)
     # Additive parts are the groups on the step's own path: its ops, its retracing, and the consumer's wait
     # for input. tf.data's threads work alongside the consumer and a stage's time includes its wait for
     # the stage upstream, so stage times overlap: they explain the wait instead of adding to the change.
     critical = [c for c in changes if c.kind not in PIPELINE_KINDS]
+    drift = (scale - 1.0) * math.fsum(c.base for c in critical)
     # Largest first whatever its sign: the measured change is itself noisy, and ranking by its sign
     # would put a small saving before a large growth when noise flipped it.
     moved = sorted((c for c in critical if c.beyond_noise), key=lambda c: -abs(c.delta))
@@ -130,13 +144,18 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     causes = tuple(moved[:limit])
     paced_by = _paced_by(wait, pipeline, changes) if wait is not None and wait.beyond_noise else None
     explained = math.fsum(c.delta for c in causes)
-    return Attribution(measured=measured, profiled=current.wall_mean - base.wall_mean,
+    profiled = current.wall_mean - base.wall_mean
+    within = math.fsum(c.delta for c in critical if not c.beyond_noise)
+    listed_and_unlisted = math.fsum(c.delta for c in moved)
+    return Attribution(measured=measured, profiled=profiled,
                        profiled_noise=_noise(base.wall, current.wall, 0.0, 0.0),
                        causes=causes, unlisted=tuple(moved[limit:]),
                        within_noise=sum(1 for c in changes if not c.beyond_noise),
                        remainder=measured - explained - drift, input_wait=wait, paced_by=paced_by,
                        scale=scale, drift=drift,
-                       pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir)
+                       pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir,
+                       within_noise_delta=within, outside=profiled - drift - listed_and_unlisted - within,
+                       timed_vs_profiled=measured - profiled)
 
 
 def attribution_dict(att: Attribution) -> dict[str, object]:
@@ -158,6 +177,9 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
         "common_factor": round(att.scale, 4), "common_factor_ms": ms(att.drift),
         "causes": [change(c) for c in att.causes], "unlisted": [change(c) for c in att.unlisted],
         "remainder_ms": ms(att.remainder), "within_noise": att.within_noise,
+        "remainder_parts_ms": {"within_noise_groups": ms(att.within_noise_delta), "outside_ops": ms(att.outside),
+                               "timed_vs_profiled": ms(att.timed_vs_profiled),
+                               "moved_unlisted": ms(att.unlisted_delta)},
         "input_wait": change(att.input_wait) if att.input_wait else None,
         "paced_by": change(att.paced_by) if att.paced_by else None,
         "pipeline": [change(c) for c in att.pipeline],
@@ -197,10 +219,13 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
         lines.append("  tf.data also moved (stage times overlap: each includes its wait for the stage upstream):")
         lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" + _stage_note(c, t)
                   for c in others]
-    more = f"; {len(att.unlisted)} more moved ({t(math.fsum(c.delta for c in att.unlisted))})" if att.unlisted else ""
-    lines.append(f"  remainder {t(att.remainder)} (within-noise groups, time outside ops and stages, "
-                 f"profiler and run-to-run difference{more})")
-    if att.base_logdir or att.current_logdir:
+    more = f", {len(att.unlisted)} more that moved {t(att.unlisted_delta)}" if att.unlisted else ""
+    lines.append(f"  remainder {t(att.remainder)}: groups within their noise {t(att.within_noise_delta)}, "
+                 f"outside ops and stages {t(att.outside)}{more}, timed rounds vs profiled pass "
+                 f"{t(att.timed_vs_profiled)}")
+    if att.base_logdir and att.base_logdir == att.current_logdir:
+        lines.append(f"  raw profile (both sides, alternating windows): tensorboard --logdir {att.base_logdir}")
+    elif att.base_logdir or att.current_logdir:
         lines.append(f"  raw profiles: tensorboard --logdir {att.base_logdir} (baseline), "
                      f"tensorboard --logdir {att.current_logdir} (current)")
     return lines
@@ -259,6 +284,53 @@ def _stage_note(change: Change, t: object) -> str:
         if value is not None:
             parts.append(f"{side} {value * 1e3:.2f} ms/element")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _common_keys(base: Profile, current: Profile) -> list[str]:
+    """The layer and op groups both sides have, each at least DRIFT_GROUP_SHARE of the step on both."""
+    floor = DRIFT_GROUP_SHARE * base.wall_mean
+    keys = []
+    for group in base.groups:
+        other = current.group(group.key)
+        if group.kind in ("layer", "op") and other is not None and group.mean > floor and other.mean > floor:
+            keys.append(group.key)
+    return keys
+
+
+def _steadied(base: Profile, current: Profile) -> tuple[Profile, Profile]:
+    """Each side's windows with its window-to-window load taken out (see ``STEADY_WINDOWS``).
+
+    A window's load is the summed time of the groups both sides have (the
+    model's unchanged part), leaving the group being steadied out of its own
+    load. Each window's group times are scaled by the side's mean load over
+    that window's load, so a window in which the machine was busy (every op 3x
+    slower) reads like the others, and the windows' spread is what the group
+    did by itself. The side's level is kept: comparing the sides stays the
+    common factor's job.
+    """
+    keys = _common_keys(base, current)
+    if len(keys) < DRIFT_MIN_GROUPS:
+        return base, current
+    return _steady(base, keys), _steady(current, keys)
+
+
+def _steady(profile: Profile, keys: Sequence[str]) -> Profile:
+    k = profile.windows
+    members = {key: profile.group(key) for key in keys}
+    load = [math.fsum(g.per_window[w] for g in members.values() if g is not None) for w in range(k)]
+    if min(load) <= 0.0:
+        return profile
+
+    def steady(values: Sequence[float], own: Sequence[float] | None) -> tuple[float, ...]:
+        rest = [load[w] - (own[w] if own is not None else 0.0) for w in range(k)]
+        if min(rest) <= 0.0:
+            return tuple(values)
+        level = math.fsum(rest) / k
+        return tuple(values[w] * level / rest[w] for w in range(k))
+
+    groups = tuple(replace(g, per_window=steady(g.per_window, g.per_window if g.key in members else None))
+                   for g in profile.groups)
+    return replace(profile, groups=groups, other=steady(profile.other, None))
 
 
 def _common_scale(base: Profile, current: Profile) -> float:

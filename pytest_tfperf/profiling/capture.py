@@ -2,9 +2,11 @@
 
 The pass runs ``windows`` windows of ``iterations`` iterations each, every
 window marked with a TraceMe event, under one profiler session
-(``tf.profiler.experimental.start/stop``). The raw profile stays in the
-caller's ``logdir`` (``tensorboard --logdir <logdir>`` opens it in the Profile
-tab); the compact ``Profile`` is read from it.
+(``tf.profiler.experimental.start/stop``). ``profile_steps`` profiles the
+sides of a comparison in that one session, their windows alternating, so
+that the machine's drift falls on every side alike. The raw profile stays in
+the caller's ``logdir`` (``tensorboard --logdir <logdir>`` opens it in the
+Profile tab); the compact ``Profile`` of each side is read from it.
 
 Profiling adds about 20% to a step at host tracer level 2, so this pass is
 never one of the measured rounds. Trouble with the profiler is never raised
@@ -20,13 +22,13 @@ TensorFlow is imported here lazily, inside the functions that profile.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.profiling.model import Profile
-from pytest_tfperf.profiling.xspace import WINDOW_MARKER, ProfileUnavailable, load_xspace, summarise
+from pytest_tfperf.profiling.xspace import WINDOW_MARKER, ProfileUnavailable, load_xspace, summarise_sides
 
 DEFAULT_WINDOWS = 5
 DEFAULT_ITERATIONS = 10
@@ -57,39 +59,81 @@ def profile_step(step: Callable[[], Any], logdir: str | Path, *, name: str = "st
                  top: int = 30, host_tracer_level: int = 2, parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> ProfileOutcome:
     """Profile ``windows`` windows of ``iterations`` calls of ``step`` (after ``warmup`` unprofiled calls)."""
-    if windows < 1 or iterations < 1:
+    return profile_steps({name: step}, logdir, windows=windows, iterations=iterations, warmup=warmup, top=top,
+                         host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s,
+                         max_bytes=max_bytes)[name]
+
+
+def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *, windows: int = DEFAULT_WINDOWS,
+                  iterations: int | Mapping[str, int] = DEFAULT_ITERATIONS, warmup: int = 1,
+                  settle: int | Mapping[str, int] = 0, top: int = 30, host_tracer_level: int = 2,
+                  parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, ProfileOutcome]:
+    """Profile several steps (the sides of a comparison) in ONE profiler session, their windows alternating.
+
+    Round ``r`` runs one window of each side, in the given order on even
+    rounds and reversed on odd ones (A B B A A B ...), so whatever the machine
+    does meanwhile (load, frequency) falls on every side alike instead of on
+    whichever side was profiled second; TensorFlow allows one profiler session
+    at a time, so one session is also the only way to interleave. Each window
+    is a TraceMe event ``tfperf_window`` with the side's name in its ``side``
+    stat; the profile is read once and split by side. ``settle`` calls of a
+    side run unmarked before each of its windows (a pipeline fills its buffer
+    while the other sides run; pulled in the window, those elements would
+    read as free). Every side's outcome shares the pass's timings and, when
+    there is no profile, its reason.
+    """
+    if not steps:
+        raise ValueError("no step to profile")
+    counts = {side: iterations if isinstance(iterations, int) else iterations[side] for side in steps}
+    settles = {side: settle if isinstance(settle, int) else settle.get(side, 0) for side in steps}
+    if windows < 1 or min(counts.values()) < 1:
         raise ValueError(f"windows and iterations must be >= 1, got {windows} and {iterations}")
     started = time.monotonic()
-    for _ in range(warmup):
-        step()
+
+    def every(reason: str | None, run_dir: str | None = None, profiles: Mapping[str, Profile] | None = None,
+              **timings: float) -> dict[str, ProfileOutcome]:
+        seconds = time.monotonic() - started
+        return {side: ProfileOutcome(profiles[side] if profiles else None, reason, run_dir, seconds, **timings)
+                for side in steps}
+
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
     try:
         tf = _profiler_module()
     except ProfileUnavailable as exc:
-        return ProfileOutcome(None, str(exc), None, time.monotonic() - started)
+        return every(str(exc))
     logdir = Path(logdir)
     before = set(_xplane_files(logdir))
     try:
         tf.profiler.experimental.start(str(logdir), options=tf.profiler.experimental.ProfilerOptions(
             host_tracer_level=host_tracer_level, python_tracer_level=0, device_tracer_level=1))
     except Exception as exc:  # noqa: BLE001 - any profiler trouble becomes a reason, never a failed test
-        return ProfileOutcome(None, _start_failure(exc), None, time.monotonic() - started)
+        return every(_start_failure(exc))
     trace = tf.profiler.experimental.Trace
+    order = list(steps)
     windows_started = time.monotonic()
     try:
         for window in range(windows):
-            # step_num and _r=1 make TensorBoard's overview page read each window as a step
-            with trace(WINDOW_MARKER, step_num=window, _r=1):
-                for _ in range(iterations):
+            for side in (order if window % 2 == 0 else order[::-1]):
+                step, n = steps[side], counts[side]
+                for _ in range(settles[side]):
                     step()
+                # step_num and _r=1 make TensorBoard's overview page read each window as a step
+                with trace(WINDOW_MARKER, step_num=window, _r=1, side=side):
+                    for _ in range(n):
+                        step()
     finally:
         stopping = time.monotonic()
         stop_error = _stop(tf)
     timings = {"seconds_windows": stopping - windows_started, "seconds_stop": time.monotonic() - stopping}
     if stop_error:
-        return ProfileOutcome(None, stop_error, None, time.monotonic() - started, **timings)
-    outcome = _read(logdir, before, name=name, iterations=iterations, top=top, started=started,
-                    host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s, max_bytes=max_bytes)
-    return ProfileOutcome(outcome.profile, outcome.reason, outcome.run_dir, outcome.seconds, **timings)
+        return every(stop_error, **timings)
+    profiles, reason, run_dir = _read(logdir, before, iterations=counts, top=top, started=started,
+                                      host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s,
+                                      max_bytes=max_bytes)
+    return every(reason, run_dir, profiles, **timings)
 
 
 def profile_pipeline(dataset: Iterable[Any], logdir: str | Path, *, name: str = "pipeline",
@@ -148,23 +192,23 @@ def _xplane_files(logdir: Path) -> list[Path]:
     return sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
 
 
-def _read(logdir: Path, before: set[Path], *, name: str, iterations: int, top: int, started: float,
-          host_tracer_level: int, parse_timeout_s: float, max_bytes: int) -> ProfileOutcome:
+def _read(logdir: Path, before: set[Path], *, iterations: Mapping[str, int], top: int, started: float,
+          host_tracer_level: int, parse_timeout_s: float,
+          max_bytes: int) -> tuple[dict[str, Profile] | None, str | None, str | None]:
+    """(a profile per side, None, the run folder) or (None, why there is none, the run folder or None)."""
     new = [p for p in _xplane_files(logdir) if p not in before]
     if not new:
-        return ProfileOutcome(None, f"the profiler wrote no .xplane.pb under {logdir}/plugins/profile",
-                              None, time.monotonic() - started)
+        return None, f"the profiler wrote no .xplane.pb under {logdir}/plugins/profile", None
     path = max(new, key=lambda p: p.stat().st_mtime)
     deadline = time.monotonic() + parse_timeout_s
     try:
         space = load_xspace(path, max_bytes=max_bytes)
         if time.monotonic() > deadline:
             raise ProfileUnavailable(f"parsing {path.name} took longer than {parse_timeout_s:.0f} s")
-        profile = summarise(space, name=name, iterations=iterations, top=top, deadline=deadline,
-                            logdir=str(logdir), host_tracer_level=host_tracer_level)
+        profiles = summarise_sides(space, iterations=iterations, top=top, deadline=deadline, logdir=str(logdir),
+                                   host_tracer_level=host_tracer_level)
     except ProfileUnavailable as exc:
-        return ProfileOutcome(None, str(exc), str(path.parent), time.monotonic() - started)
+        return None, str(exc), str(path.parent)
     except Exception as exc:  # noqa: BLE001 - a malformed profile is profiler trouble, not the test's
-        return ProfileOutcome(None, f"the profile could not be read: {type(exc).__name__}: {exc}",
-                              str(path.parent), time.monotonic() - started)
-    return ProfileOutcome(profile, None, str(path.parent), time.monotonic() - started)
+        return None, f"the profile could not be read: {type(exc).__name__}: {exc}", str(path.parent)
+    return profiles, None, str(path.parent)

@@ -134,17 +134,19 @@ class MemoryAttribution:
 
 
 def read_memory(space: Any, *, marker: str = WINDOW_MARKER, deadline: float | None = None,
-                logdir: str | None = None) -> MemoryProfile:
+                logdir: str | None = None, side: str | None = None) -> MemoryProfile:
     """The allocations by op of the windows marked in ``space`` (an ``XSpace``); ProfileUnavailable naming what
-    was seen when it holds no allocation events to read."""
+    was seen when it holds no allocation events to read. ``side`` keeps the windows whose marker names that side
+    (a pair profiled in one session, its sides' windows alternating); None keeps every window."""
     plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
     if plane is None:
         raise ProfileUnavailable(f"the profile has no {HOST_PLANE} plane")
     names = {mid: meta.name for mid, meta in plane.event_metadata.items()}
     stat_names = {mid: meta.name for mid, meta in plane.stat_metadata.items()}
-    windows = sorted(_window_spans(plane, names, marker))
+    windows = sorted(_window_spans(plane, names, stat_names, marker, side))
     if not windows:
-        raise ProfileUnavailable(f"no {marker!r} window in the profile")
+        of_side = "" if side is None else f" of side {side!r}"
+        raise ProfileUnavailable(f"no {marker!r} window{of_side} in the profile")
     events: list[tuple[int, int, str, int, float, str]] = []  # (time, order, kind, addr, bytes, op label key)
     seen = 0
     order = 0
@@ -180,8 +182,8 @@ def read_memory(space: Any, *, marker: str = WINDOW_MARKER, deadline: float | No
     return _replay(events, windows, allocator, logdir)
 
 
-def memory_from_logdir(logdir: str | Path, *, max_bytes: int = 256 * 2**20,
-                       timeout_s: float = 60.0) -> tuple[MemoryProfile | None, str | None]:
+def memory_from_logdir(logdir: str | Path, *, max_bytes: int = 256 * 2**20, timeout_s: float = 60.0,
+                       side: str | None = None) -> tuple[MemoryProfile | None, str | None]:
     """The newest profile under ``logdir`` (as ``capture`` leaves it), read for allocations: (profile, None) or
     (None, why not in one line)."""
     found = sorted(glob.glob(str(Path(logdir) / "plugins" / "profile" / "*" / "*.xplane.pb")))
@@ -190,7 +192,7 @@ def memory_from_logdir(logdir: str | Path, *, max_bytes: int = 256 * 2**20,
     path = Path(max(found, key=lambda p: Path(p).stat().st_mtime))
     try:
         space = load_xspace(path, max_bytes=max_bytes)
-        return read_memory(space, deadline=time.monotonic() + timeout_s, logdir=str(logdir)), None
+        return read_memory(space, deadline=time.monotonic() + timeout_s, logdir=str(logdir), side=side), None
     except ProfileUnavailable as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - a malformed profile is profiler trouble, never the test's
@@ -335,12 +337,14 @@ def _enclosing_op(ops: Sequence[tuple[int, int, str]], starts: Sequence[int], at
     return ""
 
 
-def _window_spans(plane: Any, names: Mapping[int, str], marker: str) -> list[tuple[int, int]]:
+def _window_spans(plane: Any, names: Mapping[int, str], stat_names: Mapping[int, str], marker: str,
+                  side: str | None = None) -> list[tuple[int, int]]:
     ids = {mid for mid, n in names.items() if n == marker}
     out = []
     for line in plane.lines:
         base = line.timestamp_ns * 1000
-        out += [(base + e.offset_ps, base + e.offset_ps + e.duration_ps) for e in line.events if e.metadata_id in ids]
+        out += [(base + e.offset_ps, base + e.offset_ps + e.duration_ps) for e in line.events
+                if e.metadata_id in ids and (side is None or _stats(e, stat_names).get("side") == side)]
     return out
 
 

@@ -16,17 +16,21 @@ and an event's self time is its duration minus its children's on the same line
 - anything else (executor and eager wrappers) inherits its nearest grouped
   ancestor, or stays unattributed.
 
-The caller marks each profiled window with a TraceMe event named ``marker``;
-an event belongs to the window in which it starts. The protobuf module is
+The caller marks each profiled window with a TraceMe event named ``marker``
+(with a ``side`` stat when the windows of several sides alternate); an event
+belongs to the window in which it starts. Reading is one Python pass over the
+host events: each event name is classified once, events outside the windows
+are skipped before anything else is done with them. The protobuf module is
 imported lazily and probed at the places TensorFlow versions put it.
 """
 
 from __future__ import annotations
 
-import bisect
 import importlib
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +78,66 @@ def load_xspace(path: Path, *, max_bytes: int) -> Any:
 
 def summarise(space: Any, *, name: str, iterations: int, top: int = 30, max_stages: int = 20,
               deadline: float | None = None, marker: str = WINDOW_MARKER, logdir: str | None = None,
-              host_tracer_level: int = 2) -> Profile:
+              host_tracer_level: int = 2, side: str | None = None) -> Profile:
     """The compact profile of the windows marked in ``space`` (an ``XSpace``, read by attribute access only).
 
-    ``deadline`` is a ``time.monotonic()`` value past which reading stops with
-    ProfileUnavailable: a profile too large to read in time gives no profile,
-    never a hung test.
+    ``side`` keeps only the windows whose marker names that side (``side=...``
+    stat, see ``summarise_sides``); None keeps every window. ``deadline`` is a
+    ``time.monotonic()`` value past which reading stops with ProfileUnavailable:
+    a profile too large to read in time gives no profile, never a hung test.
     """
+    read = _read_plane(space, marker=marker, deadline=deadline)
+    chosen = [w for w, s in enumerate(read.sides) if side is None or s == side]
+    if not chosen:
+        raise ProfileUnavailable(f"no {marker!r} window of side {side!r} in the profile")
+    return _build(read, chosen, name=name, iterations=iterations, top=top, max_stages=max_stages, logdir=logdir,
+                  host_tracer_level=host_tracer_level)
+
+
+def summarise_sides(space: Any, *, iterations: Mapping[str, int], top: int = 30, max_stages: int = 20,
+                    deadline: float | None = None, marker: str = WINDOW_MARKER, logdir: str | None = None,
+                    host_tracer_level: int = 2) -> dict[str, Profile]:
+    """One compact profile per side of a profile whose windows alternate between sides, read in one pass.
+
+    Each window's marker carries a ``side`` stat (``Trace(marker, side=...)``);
+    ``iterations`` gives each side's iterations per window.
+    """
+    read = _read_plane(space, marker=marker, deadline=deadline)
+    out = {}
+    for side, n in iterations.items():
+        chosen = [w for w, s in enumerate(read.sides) if s == side]
+        if not chosen:
+            raise ProfileUnavailable(f"no {marker!r} window of side {side!r} in the profile")
+        out[side] = _build(read, chosen, name=side, iterations=n, top=top, max_stages=max_stages, logdir=logdir,
+                           host_tracer_level=host_tracer_level)
+    return out
+
+
+# What an event's name makes of it, once per event name (and thread kind), never per event:
+_INHERIT = 0  # wrappers: the nearest grouped ancestor's group
+_FIXED = 1  # a group of its own (a stage, the consumer's wait, an op with its layer or family)
+_TFDATA_OP = 2  # an op on tf.data's threads: its stage when it runs under one, else tf.data work of its family
+_MAYBE_TRACED = 3  # a wrapper that may be a tf.function call that traced (its stats say so)
+_SYNC_STAGE = 4  # a stage on the consumer's thread: its stage, and the consumer's input wait as well
+
+
+@dataclass
+class _Read:
+    """Per-window sums over the whole plane, before windows are chosen for a side."""
+
+    windows: list[tuple[int, int]]
+    sides: list[str | None]
+    self_time: dict[str, list[float]]  # group -> ps per window
+    families: dict[str, list[Counter[str]]]  # group -> per window: family -> ps
+    kinds: dict[str, tuple[str, str]]
+    stage_events: dict[str, list[int]]  # stage group -> events per window
+    stage_threads: dict[str, list[set[str]]]  # stage group -> per window: threads it ran on
+    stage_parallel: dict[str, list[bool]]  # stage group -> per window: ran as a parallel transformation
+    input_wait: list[float]  # ps per window
+    get_next: list[int]  # per window
+
+
+def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
     plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
     if plane is None:
         raise ProfileUnavailable(f"the profile has no {HOST_PLANE} plane")
@@ -88,85 +145,181 @@ def summarise(space: Any, *, name: str, iterations: int, top: int = 30, max_stag
     stat_names = {mid: meta.name for mid, meta in plane.stat_metadata.items()}
     traced_stat = next((mid for mid, n in stat_names.items() if n == "tf_function_call"), None)
 
-    windows = _windows(plane, names, marker)
+    windows, sides = _windows(plane, names, stat_names, marker)
     if not windows:
         raise ProfileUnavailable(f"no {marker!r} window in the profile (was the step run under the profiler?)")
-    starts = [w[0] for w in windows]
     k = len(windows)
-
-    self_time: dict[str, list[float]] = defaultdict(lambda: [0.0] * k)
-    families: dict[str, Counter[str]] = defaultdict(Counter)
-    kinds: dict[str, tuple[str, str]] = {}
-    stage_events: Counter[str] = Counter()
-    stage_threads: dict[str, set[str]] = defaultdict(set)
-    stage_parallel: set[str] = set()
-    input_wait = [0.0] * k
-    get_next_calls = 0
+    first_start, last_end = windows[0][0], max(end for _, end in windows)
+    read = _Read(windows=windows, sides=sides, self_time=defaultdict(lambda: [0.0] * k),
+                 families=defaultdict(lambda: [Counter() for _ in range(k)]), kinds={},
+                 stage_events=defaultdict(lambda: [0] * k), stage_threads=defaultdict(lambda: [set() for _ in range(k)]),
+                 stage_parallel=defaultdict(lambda: [False] * k), input_wait=[0.0] * k, get_next=[0] * k)
+    tables: dict[bool, dict[int, tuple[int, str | None, str | None, bool, bool, bool]]] = {False: {}, True: {}}
     seen = 0
-
     for line in plane.lines:
         tf_data = is_tf_data_thread(line.name)
+        table = tables[tf_data]
         base_ps = line.timestamp_ns * 1000
-        events = sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps))
-        # stack of [end_ps, group key or None]; children's time is taken off their parent's self time
-        stack: list[list[Any]] = []
-        selfs: list[float] = []
-        groups_of: list[str | None] = []
-        windows_of: list[int] = []
-        fams: list[str | None] = []
-        for event in events:
-            seen += 1
-            if deadline is not None and seen % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+        # Only (start, -duration, name id, index) per event: no per-event object beyond this tuple. Events that
+        # end before the first window or start after the last cannot hold a window's time: skipped here.
+        lo, hi = first_start - base_ps, last_end - base_ps
+        events = line.events
+        raw = sorted((e.offset_ps, -e.duration_ps, e.metadata_id, i) for i, e in enumerate(events)
+                     if e.offset_ps < hi and e.offset_ps + e.duration_ps > lo)
+        seen += len(raw)
+        if deadline is not None and time.monotonic() > deadline:
+            raise ProfileUnavailable(f"reading the profile took longer than allowed ({seen} events read); "
+                                     "profile fewer iterations")
+        n = len(raw)
+        selfs = [0.0] * n
+        groups_of: list[str | None] = [None] * n
+        fams: list[str | None] = [None] * n
+        windows_of = [-1] * n
+        sync = [False] * n
+        stack_end: list[int] = []
+        stack_index: list[int] = []
+        window = 0
+        for index, (offset, neg_duration, mid, event_index) in enumerate(raw):
+            if deadline is not None and index % _DEADLINE_EVERY == _DEADLINE_EVERY - 1 \
+                    and time.monotonic() > deadline:
                 raise ProfileUnavailable(f"reading the profile took longer than allowed ({seen} events read); "
                                          "profile fewer iterations")
-            start = base_ps + event.offset_ps
-            end = start + event.duration_ps
-            while stack and stack[-1][0] <= start:
-                stack.pop()
-            parent = stack[-1][1] if stack else -1
-            index = len(selfs)
+            start = base_ps + offset
+            end = start - neg_duration
+            while stack_end and stack_end[-1] <= start:
+                stack_end.pop()
+                stack_index.pop()
+            parent = stack_index[-1] if stack_index else -1
             if parent >= 0:
-                selfs[parent] -= min(end, stack[-1][0]) - start
-            inherited = groups_of[parent] if parent >= 0 else None
-            event_name = names.get(event.metadata_id, "")
-            group = _classify(event, event_name, tf_data, inherited, stat_names, traced_stat, kinds,
-                              stage_threads, stage_parallel, line.name)
-            op = parse_op(event_name)
-            selfs.append(float(event.duration_ps))
-            groups_of.append(group)
-            fams.append(op_family(op[1]) if op is not None else None)
-            window = bisect.bisect_right(starts, start) - 1
-            in_window = window >= 0 and start < windows[window][1]
-            windows_of.append(window if in_window else -1)
-            if in_window and group is not None and group.startswith("stage:") and kinds[group][0] == "stage" \
-                    and is_stage(event_name):
-                stage_events[group] += 1
-            if in_window and not tf_data and event_name in _GET_NEXT:
-                input_wait[window] += event.duration_ps
-                get_next_calls += 1
-            stack.append([end, index])
-        for index, group in enumerate(groups_of):
+                selfs[parent] -= min(end, stack_end[-1]) - start
+            selfs[index] = float(-neg_duration)
+            entry = table.get(mid)
+            if entry is None:
+                entry = table[mid] = _entry(names.get(mid, ""), tf_data, read)
+            how, key, family, counts_as_stage, get_next, parallel = entry
+            if how == _FIXED or how == _SYNC_STAGE:
+                group = key
+                if how == _SYNC_STAGE:
+                    sync[index] = True
+            elif how == _INHERIT:
+                group = groups_of[parent] if parent >= 0 else None
+                sync[index] = parent >= 0 and sync[parent]  # wrappers under a stage on the consumer's thread
+            elif how == _TFDATA_OP:
+                inherited = groups_of[parent] if parent >= 0 else None
+                group = inherited if inherited is not None and inherited.startswith("stage:") else key
+            else:
+                group = _traced(events[event_index], names.get(mid, ""), traced_stat, stat_names, read.kinds)
+                if group is None:
+                    group = groups_of[parent] if parent >= 0 else None
+                    sync[index] = parent >= 0 and sync[parent]
+            groups_of[index] = group
+            fams[index] = family
+            while window < k - 1 and start >= windows[window + 1][0]:
+                window += 1
+            if windows[window][0] <= start < windows[window][1]:
+                windows_of[index] = window
+                if counts_as_stage:
+                    read.stage_events[key][window] += 1  # type: ignore[index]
+                    read.stage_threads[key][window].add(line.name)  # type: ignore[index]
+                    if parallel:
+                        read.stage_parallel[key][window] = True  # type: ignore[index]
+                if get_next:
+                    read.input_wait[window] += -neg_duration
+                    read.get_next[window] += 1
+            stack_end.append(end)
+            stack_index.append(index)
+        self_time, families = read.self_time, read.families
+        for index in range(n):
             window = windows_of[index]
+            group = groups_of[index]
             if group is None or window < 0:
                 continue
-            own = max(selfs[index], 0.0)
+            own = selfs[index]
+            if own <= 0.0:
+                continue
             self_time[group][window] += own
+            if sync[index]:
+                self_time["wait:input"][window] += own
             family = fams[index]
             if family is not None:
-                families[group][family] += own
+                families[group][window][family] += own
+    return read
 
+
+def _entry(event_name: str, tf_data: bool, read: _Read) -> tuple[int, str | None, str | None, bool, bool, bool]:
+    """(how the event is grouped, its group, its op family, whether it counts as a stage's element, whether it
+    is the consumer's get-next, whether it is a parallel transformation)."""
+    kinds = read.kinds
+    if is_stage(event_name):
+        if not tf_data and is_async_stage(event_name):
+            return _FIXED, _register(kinds, "wait:input", "input wait", "input wait (consumer)"), None, False, False, False
+        key = "stage:" + stage_key(event_name)
+        _register(kinds, key, "stage", stage_key(event_name))
+        if not tf_data:
+            # A stage run on the consumer's own thread (no prefetch between them): the consumer computes its
+            # input itself, on the step's path. It counts as the consumer's input wait too (see _read_plane).
+            _register(kinds, "wait:input", "input wait", "input wait (consumer)")
+            return _SYNC_STAGE, key, None, True, False, is_parallel_stage(event_name)
+        return _FIXED, key, None, True, False, is_parallel_stage(event_name)
+    if event_name in _GET_NEXT and not tf_data:
+        return _FIXED, _register(kinds, "wait:input", "input wait", "input wait (consumer)"), None, False, True, False
+    op = parse_op(event_name)
+    if op is not None:
+        node, op_type = op
+        family = op_family(op_type)
+        if tf_data:
+            key = "tfdata:" + family
+            _register(kinds, key, "tf.data work", f"{family} in tf.data functions")
+            return _TFDATA_OP, key, family, False, False, False
+        scope = layer_scope(node)
+        if scope:
+            key = "layer:" + scope
+            _register(kinds, key, "layer", scope.rsplit("/", 1)[-1])
+        else:
+            key = "op:" + family
+            _register(kinds, key, "op", f"{family} outside layers")
+        return _FIXED, key, family, False, False, False
+    if not tf_data:
+        return _MAYBE_TRACED, None, None, False, False, False
+    return _INHERIT, None, None, False, False, False
+
+
+def _traced(event: Any, event_name: str, traced_stat: int | None, stat_names: dict[int, str],
+            kinds: dict[str, tuple[str, str]]) -> str | None:
+    """``retracing:<function>`` for a tf.function call whose ``tf_function_call`` stat says it traced."""
+    if traced_stat is None or not len(event.stats):
+        return None
+    for stat in event.stats:
+        if stat.metadata_id == traced_stat:
+            value = stat.str_value or stat_names.get(stat.ref_value, "")
+            if value.startswith("traced"):
+                return _register(kinds, "retracing:" + event_name, "retracing", f"retracing of {event_name}")
+    return None
+
+
+def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: int, max_stages: int,
+           logdir: str | None, host_tracer_level: int) -> Profile:
+    """The profile of the ``chosen`` windows; a group with no time in them is absent, as in a pass of its own."""
     per_iteration = 1e-12 / iterations  # ps per window -> seconds per iteration
+    k = len(chosen)
     built: list[Group] = []
-    for key, values in self_time.items():
-        kind, label = kinds[key]
-        per_window = tuple(v * per_iteration for v in values)
+    for key, values in read.self_time.items():
+        mine = [values[w] for w in chosen]
+        if not any(mine):
+            continue
+        kind, label = read.kinds[key]
+        per_window = tuple(v * per_iteration for v in mine)
         per_element = None
         parallel = None
         if kind == "stage":
-            count = stage_events[key]
-            per_element = sum(values) * 1e-12 / count if count else None
-            parallel = key in stage_parallel or len(stage_threads[key]) > 1
-        fams = tuple(f for f, _ in families[key].most_common(3))
+            count = sum(read.stage_events[key][w] for w in chosen)
+            per_element = sum(mine) * 1e-12 / count if count else None
+            threads = set().union(*(read.stage_threads[key][w] for w in chosen))
+            parallel = any(read.stage_parallel[key][w] for w in chosen) or len(threads) > 1
+        fam: Counter[str] = Counter()
+        for w in chosen:
+            fam.update(read.families[key][w])
+        fams = tuple(f for f, _ in fam.most_common(3))
         built.append(Group(key=key, kind=kind, label=label, families=fams, per_window=per_window,
                            per_element=per_element, parallel=parallel))
     built.sort(key=lambda g: -g.mean)
@@ -177,61 +330,31 @@ def summarise(space: Any, *, name: str, iterations: int, top: int = 30, max_stag
     other = tuple(sum(g.per_window[w] for g in dropped) for w in range(k))
     kept_all = sorted(kept + stages, key=lambda g: -g.mean)
     smallest = min((g.mean for g in kept), default=0.0) if dropped else 0.0
-    wall = tuple((end - start) * per_iteration for start, end in windows)
+    wall = tuple((read.windows[w][1] - read.windows[w][0]) * per_iteration for w in chosen)
+    calls = sum(read.get_next[w] for w in chosen)
     return Profile(name=name, iterations=iterations, wall=wall, groups=tuple(kept_all), other=other,
-                   smallest_kept=smallest, input_wait=tuple(v * per_iteration for v in input_wait),
-                   elements=get_next_calls / (k * iterations), host_tracer_level=host_tracer_level, logdir=logdir)
+                   smallest_kept=smallest, input_wait=tuple(read.input_wait[w] * per_iteration for w in chosen),
+                   elements=calls / (k * iterations), host_tracer_level=host_tracer_level, logdir=logdir)
 
 
-def _windows(plane: Any, names: dict[int, str], marker: str) -> list[tuple[int, int]]:
+def _windows(plane: Any, names: dict[int, str], stat_names: dict[int, str],
+             marker: str) -> tuple[list[tuple[int, int]], list[str | None]]:
+    """The marked windows in time order, and each one's side (its ``side`` stat; None without one)."""
     ids = {mid for mid, n in names.items() if n == marker}
-    out = []
+    side_stat = next((mid for mid, n in stat_names.items() if n == "side"), None)
+    found = []
     for line in plane.lines:
         base = line.timestamp_ns * 1000
-        out += [(base + e.offset_ps, base + e.offset_ps + e.duration_ps) for e in line.events if e.metadata_id in ids]
-    return sorted(out)
-
-
-def _classify(event: Any, event_name: str, tf_data: bool, inherited: str | None, stat_names: dict[int, str],
-              traced_stat: int | None, kinds: dict[str, tuple[str, str]], stage_threads: dict[str, set[str]],
-              stage_parallel: set[str], line_name: str) -> str | None:
-    if is_stage(event_name):
-        if not tf_data and is_async_stage(event_name):
-            return _register(kinds, "wait:input", "input wait", "input wait (consumer)")
-        key = "stage:" + stage_key(event_name)
-        _register(kinds, key, "stage", stage_key(event_name))
-        stage_threads[key].add(line_name)
-        if is_parallel_stage(event_name):
-            stage_parallel.add(key)
-        return key
-    if event_name in _GET_NEXT and not tf_data:
-        return _register(kinds, "wait:input", "input wait", "input wait (consumer)")
-    op = parse_op(event_name)
-    if op is not None:
-        node, op_type = op
-        family = op_family(op_type)
-        if tf_data:
-            if inherited is not None and inherited.startswith("stage:"):
-                return inherited
-            key = "tfdata:" + family
-            _register(kinds, key, "tf.data work", f"{family} in tf.data functions")
-            return key
-        scope = layer_scope(node)
-        if scope:
-            key = "layer:" + scope
-            _register(kinds, key, "layer", scope.rsplit("/", 1)[-1])
-        else:
-            key = "op:" + family
-            _register(kinds, key, "op", f"{family} outside layers")
-        return key
-    if traced_stat is not None and not tf_data and len(event.stats):
-        for stat in event.stats:
-            if stat.metadata_id == traced_stat:
-                value = stat.str_value or stat_names.get(stat.ref_value, "")
-                if value.startswith("traced"):
-                    key = "retracing:" + event_name
-                    return _register(kinds, key, "retracing", f"retracing of {event_name}")
-    return inherited
+        for e in line.events:
+            if e.metadata_id not in ids:
+                continue
+            side = None
+            for stat in e.stats:
+                if stat.metadata_id == side_stat:
+                    side = stat.str_value or stat_names.get(stat.ref_value) or None
+            found.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps, side))
+    found.sort(key=lambda w: (w[0], w[1]))
+    return [(s, e) for s, e, _ in found], [side for _, _, side in found]
 
 
 def _register(kinds: dict[str, tuple[str, str]], key: str, kind: str, label: str) -> str:

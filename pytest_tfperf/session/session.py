@@ -235,8 +235,12 @@ class TfPerfSession:
                                               rootdir=self.rootdir, profiler=self.profiler)
             base_side, current_side = ("partner", "this") if against else ("reference", "variant")
             why = (time_alone if time is None else time).reason
-            memory = explain_memory(profile_dir(self.rootdir, test_id, base_side),
-                                    profile_dir(self.rootdir, test_id, current_side), change, why)
+            pair = profile_dir(self.rootdir, test_id, "pair")
+            if not against and pair.exists():  # both sides in one profile, their windows alternating
+                memory = explain_memory(pair, pair, change, why, sides=(base_side, current_side))
+            else:
+                memory = explain_memory(profile_dir(self.rootdir, test_id, base_side),
+                                        profile_dir(self.rootdir, test_id, current_side), change, why)
         elif o.stored is not None and isinstance(stored, dict):
             if time is None:  # the throughput passed: the current side is profiled for the memory alone
                 baseline = o.stored[0]

@@ -38,9 +38,14 @@ def fake_profile_step(step, logdir, *, name, windows, iterations):
                       other=(0.0,) * 5, smallest_kept=0.0, input_wait=(0.0,) * 5, elements=0.0, logdir=str(logdir))
     return capture.ProfileOutcome(profile, None, str(logdir), 0.0)
 
+def fake_profile_steps(steps, logdir, *, windows, iterations):
+    return {side: fake_profile_step(step, logdir, name=side, windows=windows, iterations=iterations[side])
+            for side, step in steps.items()}
+
 @pytest.fixture(autouse=True)
 def _fake_profiler(monkeypatch):
     monkeypatch.setattr(capture, "profile_step", fake_profile_step)
+    monkeypatch.setattr(capture, "profile_steps", fake_profile_steps)
 """
 
 PAIR = """
@@ -89,8 +94,7 @@ def test_a_regressed_variant_is_explained_after_its_measurement_and_the_json_kee
         "*test_paired[[]slow[]]: performance regressed against variant 'main'*",
         "*  where the time went: +*/iteration measured (profiled pass +50.0 ms*",
         "*    planted (MatMul family) appeared +50.0 ms*",
-        "*    raw profiles: tensorboard --logdir */.tfperf/profiles/*test_paired_slow/reference (baseline), "
-        "tensorboard --logdir */.tfperf/profiles/*test_paired_slow/variant (current)",
+        "*    raw profile (both sides, alternating windows): tensorboard --logdir */.tfperf/profiles/*test_paired_slow/pair",
     ])
     tests = json.loads((pytester.path / "out.json").read_text())["tests"]
     (slow,) = [k for k in tests if k.endswith("[slow]")]

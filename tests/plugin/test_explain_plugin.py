@@ -47,8 +47,8 @@ def test_a_planted_matmul_is_named_with_the_tensorboard_command_and_kept_in_the_
     assert "test_pair[slow]: performance regressed against variant 'main'" in text
     result.stdout.fnmatch_lines(["*where the time went: +*/iteration measured*",
                                  "*planted*(MatMul family)*appeared*",
-                                 "*raw profiles: tensorboard --logdir *.tfperf/profiles/*reference (baseline), "
-                                 "tensorboard --logdir *.tfperf/profiles/*variant (current)"])
+                                 "*raw profile (both sides, alternating windows): tensorboard --logdir "
+                                 "*.tfperf/profiles/*test_pair_slow/pair"])
     entry = json.loads((pytester.path / "out.json").read_text())["tests"]["test_planted.py::test_pair[slow]"]
     explanation = entry["explanation"]
     assert explanation["causes"][0]["key"] == "layer:planted"
@@ -56,8 +56,8 @@ def test_a_planted_matmul_is_named_with_the_tensorboard_command_and_kept_in_the_
     assert "explanation" not in json.loads((pytester.path / "out.json").read_text())["tests"][
         "test_planted.py::test_pair[main]"]
     profiles = pytester.path / ".tfperf" / "profiles"
-    for side in ("reference", "variant"):
-        assert list(profiles.glob(f"*test_pair_slow*/{side}/plugins/profile/*/*.xplane.pb")), side
+    # one profiler session for both sides: one raw profile, its windows marked with their side
+    assert len(list(profiles.glob("*test_pair_slow*/pair/plugins/profile/*/*.xplane.pb"))) == 1
     assert "planted" in (pytester.path / "summary.md").read_text()
 
 

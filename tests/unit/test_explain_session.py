@@ -135,3 +135,64 @@ def test_folder_names_and_iteration_counts() -> None:
     w = Workload(call=lambda: None, pull=lambda: 3, step=lambda e: pulled.append(e))
     one_iteration(w)()
     assert pulled == [3]
+
+
+class FakePairProfiler:
+    """Stands for profile_steps: one call for both sides, one folder; each side's planned profile or a reason."""
+
+    def __init__(self, reason: str | None = None, raises: Exception | None = None) -> None:
+        self.reason, self.raises = reason, raises
+        self.calls: list[tuple[list[str], Path, int, dict[str, int]]] = []
+
+    def __call__(self, steps: Any, logdir: Path, *, windows: int, iterations: dict[str, int]) -> dict[str, Any]:
+        self.calls.append((list(steps), Path(logdir), windows, dict(iterations)))
+        if self.raises:
+            raise self.raises
+        for step in steps.values():
+            step()
+        planned = {"reference": BASE, "variant": PLANTED}
+        return {side: ProfileOutcome(None if self.reason else Profile(**{
+            **{f: getattr(planned[side], f) for f in planned[side].__slots__}, "logdir": str(logdir)}),
+            self.reason, str(logdir), 0.1) for side in steps}
+
+
+def test_a_pair_is_profiled_in_one_session_its_sides_alternating_in_one_folder(tmp_path: Path) -> None:
+    reference, variant, ran = workloads()
+    fake = FakePairProfiler()
+    out = explain_pair("t.py::test_pair[slow]", reference, variant, measured_s=8 * MS, median_s=20 * MS,
+                       budget_s=2.5, rootdir=tmp_path, pair_profiler=fake)
+    ((sides, logdir, windows, iterations),) = fake.calls
+    assert sides == ["reference", "variant"] and ran == ["reference", "variant"]
+    assert logdir == tmp_path / ".tfperf" / "profiles" / "t.py_test_pair_slow" / "pair"
+    # each side's windows take a quarter of the budget: 2.5 s / 4 / 6 windows = 104 ms a window, of 20 and 28 ms
+    assert windows == 6 and iterations == {"reference": 5, "variant": 3}
+    assert out.attribution is not None and out.attribution["causes"][0]["key"] == "layer:planted"
+    assert out.lines[-1] == f"  raw profile (both sides, alternating windows): tensorboard --logdir {logdir}"
+
+
+def test_a_pair_that_cannot_be_profiled_or_raises_is_one_line(tmp_path: Path) -> None:
+    reference, variant, _ = workloads()
+    out = explain_pair("t.py::test", reference, variant, measured_s=MS, median_s=MS, budget_s=1.0, rootdir=tmp_path,
+                       pair_profiler=FakePairProfiler(reason="another profiler session is running"))
+    assert out.lines == ("no explanation: the pair could not be profiled: another profiler session is running",)
+    out = explain_pair("t.py::test", reference, variant, measured_s=MS, median_s=MS, budget_s=1.0, rootdir=tmp_path,
+                       pair_profiler=FakePairProfiler(raises=RuntimeError("boom\nmore")))
+    assert out.lines == ("no explanation: the profiled pass raised RuntimeError: boom",)
+
+
+def test_a_pair_that_pulls_from_a_dataset_keeps_one_pass_per_side(tmp_path: Path) -> None:
+    # a pipeline works ahead on its own threads: alternating windows would count it in the other side's
+    pulled: list[str] = []
+    reference = Workload(call=lambda: None, pull=lambda: pulled.append("r"), step=lambda e: None)
+    variant = Workload(call=lambda: None, pull=lambda: pulled.append("v"), step=lambda e: None)
+    pair = FakePairProfiler()
+    single = FakeProfiler(reference=BASE, variant=PLANTED)
+    import pytest_tfperf.profiling.capture as capture
+    original = capture.profile_step
+    capture.profile_step = single  # type: ignore[assignment]
+    try:
+        explain_pair("t.py::test", reference, variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
+                     rootdir=tmp_path, pair_profiler=pair)
+    finally:
+        capture.profile_step = original  # type: ignore[assignment]
+    assert pair.calls == [] and [c[0] for c in single.calls] == ["reference", "variant"]

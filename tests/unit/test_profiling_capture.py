@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.profiling import capture
-from pytest_tfperf.profiling.capture import profile_pipeline, profile_step
+from pytest_tfperf.profiling.capture import profile_pipeline, profile_step, profile_steps
 from pytest_tfperf.profiling.xspace import ProfileUnavailable
 
 
@@ -26,6 +26,7 @@ class FakeProfiler:
                  writes: bool = True) -> None:
         self.start_error, self.stop_error, self.writes = start_error, stop_error, writes
         self.events: list[str] = []
+        self.sides: list[str | None] = []
         self.logdir: Path | None = None
 
     def module(self) -> Any:
@@ -34,9 +35,11 @@ class FakeProfiler:
         class Trace:
             def __init__(self, name: str, **stats: Any) -> None:
                 self.name = name
+                self.side = stats.get("side")
 
             def __enter__(self) -> None:
                 profiler.events.append(f"enter {self.name}")
+                profiler.sides.append(self.side)
 
             def __exit__(self, *exc: object) -> None:
                 profiler.events.append(f"exit {self.name}")
@@ -66,7 +69,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeProfiler:
     profiler = FakeProfiler()
     monkeypatch.setattr(capture, "_profiler_module", profiler.module)
     monkeypatch.setattr(capture, "load_xspace", lambda path, max_bytes: "space")
-    monkeypatch.setattr(capture, "summarise", lambda space, **kw: SimpleNamespace(windows=3, **kw))
+    monkeypatch.setattr(capture, "summarise_sides", lambda space, iterations, **kw: {
+        side: SimpleNamespace(windows=3, name=side, iterations=n, **kw) for side, n in iterations.items()})
     return profiler
 
 
@@ -158,3 +162,25 @@ def test_a_pipeline_warms_up_a_window_so_buffered_elements_are_not_read_as_free(
     profile_pipeline(range(100), tmp_path, windows=2, iterations=5,
                      consume=lambda e: pulled.append(fake.events[-1] if fake.events else "before"))
     assert pulled[:5] == ["before"] * 5 and len(pulled) == 15
+
+
+def test_sides_share_one_session_their_windows_alternating_each_marked_with_its_side(fake: FakeProfiler,
+                                                                                   tmp_path: Path) -> None:
+    ran: list[str] = []
+    outcomes = profile_steps({"base": lambda: ran.append("b"), "changed": lambda: ran.append("c")}, tmp_path,
+                             windows=4, iterations={"base": 2, "changed": 1}, warmup=1, settle={"changed": 1})
+    assert fake.events.count("start") == 1 and fake.events.count("stop") == 1
+    # A B, then B A: neither side is always the one profiled after the other
+    assert fake.sides == ["base", "changed", "changed", "base", "base", "changed", "changed", "base"]
+    assert ran[:2] == ["b", "c"]  # warm-up, before the profiler started
+    assert ran.count("b") == 1 + 4 * 2 and ran.count("c") == 1 + 4 * (1 + 1)  # changed settles a call each window
+    assert outcomes["base"].profile.iterations == 2 and outcomes["changed"].profile.iterations == 1
+    assert outcomes["base"].profile.name == "base" and outcomes["base"].run_dir == outcomes["changed"].run_dir
+
+
+def test_trouble_in_a_shared_session_is_every_sides_reason(fake: FakeProfiler, tmp_path: Path) -> None:
+    fake.start_error = AlreadyExistsError("busy")
+    outcomes = profile_steps({"a": lambda: None, "b": lambda: None}, tmp_path)
+    assert {o.reason for o in outcomes.values()} == {
+        "another profiler session is running (TensorFlow allows one at a time; a TensorBoard callback?)"}
+    assert all(o.profile is None for o in outcomes.values())

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.profiling import xspace as xs
-from pytest_tfperf.profiling.xspace import ProfileUnavailable, load_xspace, summarise
+from pytest_tfperf.profiling.xspace import ProfileUnavailable, load_xspace, summarise, summarise_sides
 
 
 def _xplane_pb2() -> ModuleType:
@@ -252,3 +252,49 @@ def test_no_xplane_module_anywhere_names_the_places_tried(monkeypatch: pytest.Mo
     monkeypatch.setattr(xs, "XPLANE_MODULES", ("no_such_module_a.xplane_pb2", "no_such_module_b.xplane_pb2"))
     with pytest.raises(ProfileUnavailable, match="no_such_module_a.xplane_pb2, no_such_module_b"):
         xs.xplane_module()
+
+
+def test_alternating_windows_are_split_by_their_side_in_one_reading() -> None:
+    s = Space()
+    for w, side in enumerate(["base", "changed", "changed", "base"]):
+        s.event("python", xs.WINDOW_MARKER, w * 1000, 1000, step_num=w // 2, _r=1, side=side)
+        s.event("tf_Compute/1", "model/body/MatMul:_MklMatMul", w * 1000 + 10, 100)
+        if side == "changed":
+            s.event("tf_Compute/1", "model/planted/MatMul:MatMul", w * 1000 + 200, 400)
+    sides = summarise_sides(s.parsed(), iterations={"base": 1, "changed": 2})
+    base, changed = sides["base"], sides["changed"]
+    assert base.windows == 2 and changed.windows == 2
+    assert base.group("layer:model/planted") is None  # absent from the base's windows: absent from its profile
+    assert changed.group("layer:model/planted").per_window == pytest.approx((200e-6,) * 2)  # 2 iterations a window
+    assert base.group("layer:model/body").per_window == pytest.approx((100e-6,) * 2)
+    assert summarise(s.parsed(), name="b", iterations=1, side="base").group("layer:model/planted") is None
+    with pytest.raises(ProfileUnavailable, match="side 'other'"):
+        summarise_sides(s.parsed(), iterations={"other": 1})
+
+
+def test_a_stage_parallel_on_one_side_only_reads_sequential_on_the_other() -> None:
+    s = Space()
+    for w, (side, leaf) in enumerate([("base", "ParallelMapV2"), ("changed", "Map")]):
+        s.event("python", xs.WINDOW_MARKER, w * 1000, 1000, side=side)
+        s.event("tf_data_iterator_resource", f"Iterator::Root::Prefetch::{leaf}", w * 1000 + 10, 300)
+    sides = summarise_sides(s.parsed(), iterations={"base": 1, "changed": 1})
+    assert sides["base"].group("stage:Prefetch/Map").parallel is True
+    assert sides["changed"].group("stage:Prefetch/Map").parallel is False
+
+
+def test_a_pipeline_run_on_the_consumers_own_thread_is_its_stage_and_the_consumers_input_wait() -> None:
+    # no prefetch: the consumer's GetNext runs the map itself, on the step's path
+    s = Space()
+    s.windows(1, 1000)
+    for i in range(2):
+        t = i * 500
+        s.event("python", "IteratorGetNextOp::DoCompute", t + 1, 300)
+        s.event("python", "Iterator::Root::Batch::Map", t + 10, 250)
+        s.event("python", "EagerPyFunc:EagerPyFunc", t + 20, 200)  # the map's py_function: an op on the path
+        s.event("python", "FunctionRun", t + 225, 30)  # the map function's wrapper: the stage's, so the wait's
+    profile = summarise(s.parsed(), name="sync", iterations=2)
+    stage = profile.group("stage:Batch/Map")
+    assert stage.per_window == pytest.approx((50e-6,)) and stage.per_element == pytest.approx(50e-6)
+    # the consumer's wait: its own 50 us in GetNext plus the 50 us of stage work it did itself
+    assert profile.group("wait:input").per_window == pytest.approx((100e-6,))
+    assert profile.group("op:PyFunc").per_window == pytest.approx((200e-6,))
