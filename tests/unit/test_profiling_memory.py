@@ -138,3 +138,21 @@ def test_the_stored_form_is_compact_keeps_the_parts_adding_up_and_refuses_what_i
         memory_from_dict({"version": 1})
     with pytest.raises(MemoryFormatError, match="window counts differ"):
         memory_from_dict({**data, "peaks": [1.0]})
+
+
+def test_a_pair_profiled_in_one_session_is_read_side_by_side() -> None:
+    """explain_pair profiles both sides in one session, windows alternating: each side's allocations are read
+    from its own windows (the marker's side stat), not from every window."""
+    s = Space()
+    for w, side in enumerate(["reference", "variant", "variant", "reference"]):
+        t = w * 1000.0
+        s.event("python", "tfperf_window", t, 1000, step_num=w // 2, _r=1, side=side)
+        size = 4 * MIB if side == "variant" else 1 * MIB
+        alloc(s, "tf_Compute/1", t + 10, size, 200 + w, "functional_1/planted/Tile")
+        free(s, "tf_Compute/1", t + 900, size, 200 + w)
+    reference = read_memory(s.parsed(), side="reference")
+    variant = read_memory(s.parsed(), side="variant")
+    assert [p / MIB for p in reference.peaks] == [1.0, 1.0]
+    assert [p / MIB for p in variant.peaks] == [4.0, 4.0]
+    with pytest.raises(ProfileUnavailable, match="of side 'other'"):
+        read_memory(s.parsed(), side="other")
