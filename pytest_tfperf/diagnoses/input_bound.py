@@ -156,6 +156,8 @@ def input_bound(raw: RawRun, stages: ProfiledStages | None = None) -> tuple[Diag
             _hint(raw, fraction, None, None, stages)
     if reading is not None:
         figures += list(reading.to_figures())
+    if stages is not None:
+        figures.append(("stages_profiled_pass_s", stages.seconds))  # what the profiled pass cost
     if w.restarts:
         summary += f" (epoch restarts left out: {w.restarts} in the measured rounds, reported apart)"
     return Diagnosis(kind="input_bound", severity=severity, summary=summary, figures=tuple(figures)), fraction

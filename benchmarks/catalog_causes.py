@@ -1,0 +1,151 @@
+"""What ``--tfperf-explain`` names as the cause of each catalog anti-pattern's cost, against its fix.
+
+Run:   nice -n 15 .venv/bin/python benchmarks/catalog_causes.py              (small size, about 3 minutes here)
+       nice -n 15 .venv/bin/python benchmarks/catalog_causes.py --from-json  (rebuild the .md)
+Writes benchmarks/results/catalog_causes.json (every comparison's explanation, lines included) and .md.
+
+For each scenario of the catalog (``pytest_tfperf.catalog.scenarios``) and each of its comparisons, in one
+process: the anti-pattern and the fix are timed in interleaved rounds (their median iteration), then
+explained exactly as ``--tfperf-explain`` explains a failed ``compare(reference=...)``: a profiled pass of
+the fix (the reference), then one of the anti-pattern, and ``profiling.attribution`` splits the measured
+change (``session.explain.explain_pair``). The top cause is the first one listed; ``catalog.causes`` says
+what each entry should name, and whether the profile can name it at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+ROUNDS = 5
+ROUND_S = 0.2
+BUDGET_S = 2.0  # as the plugin's default: each side's profiled windows take about half of it
+
+
+def median_call_s(variants: dict[str, Any]) -> dict[str, float]:
+    """Each variant's median call time, in interleaved rounds (a slow spell hits all of them alike)."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for name, run in variants.items():
+        run()
+        run()
+    for _ in range(ROUNDS):
+        for name, run in variants.items():
+            end = time.perf_counter() + ROUND_S
+            while True:
+                t0 = time.perf_counter()
+                run()
+                t1 = time.perf_counter()
+                times[name].append(t1 - t0)
+                if t1 >= end:
+                    break
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def explain_catalog(size: str, only: list[str]) -> list[dict[str, Any]]:
+    from pytest_tfperf.catalog.causes import CAUSES, names_its_cause, top_cause
+    from pytest_tfperf.catalog.scenarios import MODULES, load
+    from pytest_tfperf.catalog.sizes import CatalogSize, tensorflow_sees_a_gpu
+    from pytest_tfperf.measuring.workload import Workload
+    from pytest_tfperf.session.explain import explain_pair
+
+    rows = []
+    gpu = tensorflow_sees_a_gpu()
+    with tempfile.TemporaryDirectory() as rootdir:
+        for key in MODULES:
+            if only and key not in only:
+                continue
+            module = load(key)
+            if getattr(module, "NEEDS_GPU", None) and not gpu:
+                rows.append({"scenario": key, "skipped": module.NEEDS_GPU})
+                continue
+            scenario = module.build(CatalogSize(size))
+            try:
+                for c in scenario.comparisons:
+                    anti, fix = scenario.variant(c.anti).run, scenario.variant(c.fix).run
+                    medians = median_call_s({"anti": anti, "fix": fix})
+                    started = time.perf_counter()
+                    explanation = explain_pair(f"{key}[{c.anti}-vs-{c.fix}]", Workload(call=fix),
+                                               Workload(call=anti), measured_s=medians["anti"] - medians["fix"],
+                                               median_s=medians["fix"], budget_s=BUDGET_S, rootdir=rootdir)
+                    seconds = time.perf_counter() - started
+                    d = explanation.to_dict()
+                    top = top_cause(d)
+                    expected = CAUSES.get(key)
+                    rows.append({"scenario": key, "metric": scenario.metric.value, "anti": c.anti, "fix": c.fix,
+                                 "anti_ms": medians["anti"] * 1e3, "fix_ms": medians["fix"] * 1e3,
+                                 "explain_s": round(seconds, 1), "top_cause": top,
+                                 "names_its_cause": names_its_cause(key, d),
+                                 "expected": expected.says if expected else None,
+                                 "lines": list(explanation.lines), "explanation": d,
+                                 "load_avg": round(os.getloadavg()[0], 2)})
+                    print(f"{key} {c.anti} vs {c.fix}: {top} ({rows[-1]['names_its_cause']}) in {seconds:.1f} s",
+                          flush=True)
+            finally:
+                scenario.close()
+    return rows
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    from pytest_tfperf.catalog.causes import CAUSES
+
+    out = ["# What `--tfperf-explain` names as each catalog anti-pattern's cost", "",
+           f"Measured {doc['date']} on the shared 2-core VM (TF {doc['tensorflow']}, catalog size "
+           f"`{doc['size']}`), under `nice -n 15`; load average {doc['load_min']:.1f}-{doc['load_max']:.1f}. "
+           "One process; each comparison timed in interleaved rounds, then explained as `--tfperf-explain` "
+           "explains a failed `compare(reference=fix)`.", "",
+           "Command: `nice -n 15 .venv/bin/python benchmarks/catalog_causes.py`", "",
+           "| scenario | anti vs fix | ms per iteration (anti / fix) | top cause named | names the entry's cause | "
+           "what the entry's cause is |", "|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        if "skipped" in r:
+            out.append(f"| `{r['scenario']}` | - | - | not run: {r['skipped']} | - | - |")
+            continue
+        expected = CAUSES.get(r["scenario"])
+        out.append(f"| `{r['scenario']}` | {r['anti']} vs {r['fix']} | {r['anti_ms']:.2f} / {r['fix_ms']:.2f} | "
+                   f"{r['top_cause']} | {'yes' if r['names_its_cause'] else 'no'} | "
+                   f"{expected.says if expected else '-'} |")
+    out += ["", "Each explanation as printed:", ""]
+    for r in doc["rows"]:
+        if "skipped" in r:
+            continue
+        out += [f"`{r['scenario']}` ({r['anti']} vs {r['fix']}):", "", "```text", *r["lines"], "```", ""]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="small", choices=("small", "default"))
+    parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--name", default="catalog_causes")
+    parser.add_argument("--from-json", action="store_true")
+    args = parser.parse_args()
+    out_json = HERE / "results" / f"{args.name}.json"
+    if args.from_json:
+        doc = json.loads(out_json.read_text())
+    else:
+        import tensorflow as tf
+
+        load_before = os.getloadavg()[0]
+        rows = explain_catalog(args.size, args.only)
+        loads = [load_before] + [r["load_avg"] for r in rows if "load_avg" in r]
+        doc = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "tensorflow": tf.__version__,
+               "size": args.size, "load_min": min(loads), "load_max": max(loads), "rows": rows}
+        out_json.write_text(json.dumps(doc, indent=1) + "\n")
+    (HERE / "results" / f"{args.name}.md").write_text(markdown(doc))
+    print(markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
