@@ -6,10 +6,10 @@ Writes benchmarks/results/catalog_causes.json (every comparison's explanation, l
 
 For each scenario of the catalog (``pytest_tfperf.catalog.scenarios``) and each of its comparisons, in one
 process: the anti-pattern and the fix are timed in interleaved rounds (their median iteration), then
-explained exactly as ``--tfperf-explain`` explains a failed ``compare(reference=...)``: a profiled pass of
-the fix (the reference), then one of the anti-pattern, and ``profiling.attribution`` splits the measured
-change (``session.explain.explain_pair``). The top cause is the first one listed; ``catalog.causes`` says
-what each entry should name, and whether the profile can name it at all.
+explained as ``--tfperf-explain`` explains a failed ``compare(reference=...)``: a profiled pass of the fix
+(the reference), then one of the anti-pattern, and ``profiling.attribution`` splits the measured change
+(``catalog.causes.explain_comparison``, on ``session.explain``'s functions). The top cause is the first one
+listed; ``catalog.causes`` says what each entry should name, and whether the profile can name it at all.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,36 +27,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-ROUNDS = 5
-ROUND_S = 0.2
-BUDGET_S = 2.0  # as the plugin's default: each side's profiled windows take about half of it
-
-
-def median_call_s(variants: dict[str, Any]) -> dict[str, float]:
-    """Each variant's median call time, in interleaved rounds (a slow spell hits all of them alike)."""
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for name, run in variants.items():
-        run()
-        run()
-    for _ in range(ROUNDS):
-        for name, run in variants.items():
-            end = time.perf_counter() + ROUND_S
-            while True:
-                t0 = time.perf_counter()
-                run()
-                t1 = time.perf_counter()
-                times[name].append(t1 - t0)
-                if t1 >= end:
-                    break
-    return {name: statistics.median(v) for name, v in times.items()}
-
-
 def explain_catalog(size: str, only: list[str]) -> list[dict[str, Any]]:
-    from pytest_tfperf.catalog.causes import CAUSES, names_its_cause, top_cause
+    from pytest_tfperf.catalog.causes import CAUSES, explain_comparison, names_its_cause, top_cause
     from pytest_tfperf.catalog.scenarios import MODULES, load
     from pytest_tfperf.catalog.sizes import CatalogSize, tensorflow_sees_a_gpu
-    from pytest_tfperf.measuring.workload import Workload
-    from pytest_tfperf.session.explain import explain_pair
 
     rows = []
     gpu = tensorflow_sees_a_gpu()
@@ -73,23 +45,18 @@ def explain_catalog(size: str, only: list[str]) -> list[dict[str, Any]]:
             scenario = module.build(CatalogSize(size))
             try:
                 for c in scenario.comparisons:
-                    anti, fix = scenario.variant(c.anti).run, scenario.variant(c.fix).run
-                    medians = median_call_s({"anti": anti, "fix": fix})
-                    started = time.perf_counter()
-                    explanation = explain_pair(f"{key}[{c.anti}-vs-{c.fix}]", Workload(call=fix),
-                                               Workload(call=anti), measured_s=medians["anti"] - medians["fix"],
-                                               median_s=medians["fix"], budget_s=BUDGET_S, rootdir=rootdir)
-                    seconds = time.perf_counter() - started
-                    d = explanation.to_dict()
+                    d = explain_comparison(f"{key}[{c.anti}-vs-{c.fix}]", scenario.variant(c.anti).run,
+                                           scenario.variant(c.fix).run, rootdir)
                     top = top_cause(d)
                     expected = CAUSES.get(key)
                     rows.append({"scenario": key, "metric": scenario.metric.value, "anti": c.anti, "fix": c.fix,
-                                 "anti_ms": medians["anti"] * 1e3, "fix_ms": medians["fix"] * 1e3,
-                                 "explain_s": round(seconds, 1), "top_cause": top,
+                                 "anti_ms": d["anti_ms"], "fix_ms": d["fix_ms"],
+                                 "explain_s": round(d["explain_s"], 1), "top_cause": top,
                                  "names_its_cause": names_its_cause(key, d),
                                  "expected": expected.says if expected else None,
-                                 "lines": list(explanation.lines), "explanation": d,
+                                 "lines": d["lines"], "explanation": d,
                                  "load_avg": round(os.getloadavg()[0], 2)})
+                    seconds = d["explain_s"]
                     print(f"{key} {c.anti} vs {c.fix}: {top} ({rows[-1]['names_its_cause']}) in {seconds:.1f} s",
                           flush=True)
             finally:
