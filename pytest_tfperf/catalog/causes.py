@@ -30,30 +30,33 @@ NOT_AN_OP = ""  # the entry's cost is no op or stage: the explanation names none
 class Cause:
     pattern: str  # a regular expression over the top cause's label (and the stage behind a wait)
     says: str  # the cause in words, as docs/catalog.md states it
+    # False where the entry's cost is not time (memory, NaNs): a time profile has nothing to name, and what
+    # moves in it is noise; such entries are reported, not judged
+    judged: bool = True
 
 
 CAUSES: dict[str, Cause] = {
     "allocation_in_loop": Cause(r"^RandomStandardNormal ", "the allocation op: tf.random.normal's "
                                 "RandomStandardNormal, run eagerly every iteration"),
     "host_to_device": Cause(r"^Identity ", "the per-row transfer op: one Identity (tf.identity) per row"),
-    "input_pipeline": Cause(r"(^|\b)Map \(tf\.data stage, sequential\)|behind it \S*Map\S* \(sequential\)",
+    "input_pipeline": Cause(r"(^|\b)Map \(tf\.data stage, sequential\) (appeared|grew)|behind it \S*Map\S* \(sequential\)",
                             "the sequential map (a tf.data stage that runs one element at a time)"),
     "vectorised_preprocessing": Cause(r"MapAndBatch", "the per-element map (map before batch, which TensorFlow "
                                       "runs fused with the batch as MapAndBatch)"),
     "session_churn": Cause(NOT_AN_OP, "not an op: the Session's construction, which TensorFlow's profiler does not "
                            "trace; the explanation leaves it in its remainder (time outside ops and stages) and "
                            "finds the graph's own ops (MatMul) unchanged"),
-    "oversized_batch": Cause(r"AssignAddVariableOp|AddV2|Add ", "memory, not time: the anti-pattern's cost is its "
-                             "peak; in time the explanation names the fix's gradient accumulation "
-                             "(AssignAddVariableOp), which the single big step does not have"),
+    "oversized_batch": Cause(NOT_AN_OP, "memory, not time: the cost is the big batch's peak, which a time "
+                             "profile does not hold; in time the anti-pattern is the faster, and the explanation "
+                             "names at most the fix's gradient accumulation (AssignAddVariableOp)", judged=False),
     "eager_memory_growth": Cause(NOT_AN_OP, "memory, not time: what is kept alive costs no op time; nothing moves "
-                                 "beyond its noise"),
+                                 "beyond its noise", judged=False),
     "retracing": Cause(r"^retracing of ", "the retracing of the tf.function (named), every call"),
     "numerical_instability": Cause(NOT_AN_OP, "numerics, not time: a NaN runs as fast as a number; nothing moves "
-                                   "beyond its noise"),
+                                   "beyond its noise", judged=False),
     "thread_starvation": Cause(NOT_AN_OP, "not in this process: each side runs in a worker process of its own "
                                "(its thread pools are set at start-up), which the profile of this one does not see"),
-    "gpu_memory_config": Cause(NOT_AN_OP, "GPU memory reserved at start-up: no op; needs a GPU"),
+    "gpu_memory_config": Cause(NOT_AN_OP, "GPU memory reserved at start-up: no op; needs a GPU", judged=False),
     "keras_retracing": Cause(r"^retracing of ", "the retracing of Keras' train step (one_step_on_data) after every "
                              "compile()"),
 }
@@ -62,13 +65,13 @@ CAUSES: dict[str, Cause] = {
 def top_cause(explanation: Mapping[str, Any]) -> str:
     """The first cause listed, in words ("RandomStandardNormal outside layers grew +3.1 ms"), or why none.
 
-    When nothing on the step's own path moved, the tf.data stage that grew most (the explanation lists it
-    under "tf.data also moved") is the cause named: a pipeline without a prefetch runs its stages on the
-    consumer's thread, inside the wait, so their growth is not the wait's.
+    When nothing on the step's own path moved yet the step got slower, the tf.data stage that grew most (the
+    explanation lists it under "tf.data also moved") is the cause named: a pipeline without a prefetch runs
+    its stages on the consumer's thread, inside the wait, so their growth is not the wait's.
     """
     causes = explanation.get("causes") or []
     grew = [c for c in explanation.get("pipeline") or [] if c.get("delta_ms", 0) > 0]
-    if not causes and grew:
+    if not causes and grew and float(explanation.get("measured_ms") or 0.0) > 0:
         c = max(grew, key=lambda c: c["delta_ms"])
         mode = "parallel" if c.get("current_parallel") else "sequential"
         return f"{c['label']} (tf.data stage, {mode}) {c['how']} {c['delta_ms']:+.2f} ms (tf.data, beside the step's path)"
@@ -99,6 +102,15 @@ def names_its_cause(key: str, explanation: Mapping[str, Any]) -> bool:
         listed = max((abs(float(c["delta_ms"])) for c in explanation.get("causes") or []), default=0.0)
         return "causes" in explanation and listed <= 0.2 * max(measured, 1e-9) + 1e-9
     return re.search(cause.pattern, top_cause(explanation)) is not None
+
+
+def named_anywhere(key: str, explanation: Mapping[str, Any]) -> bool:
+    """Whether any line of the explanation (a cause, the stage behind a wait, "tf.data also moved") names it."""
+    cause = CAUSES.get(key)
+    if cause is None or cause.pattern == NOT_AN_OP:
+        return names_its_cause(key, explanation)
+    lines = [line.strip() for line in explanation.get("lines") or []]
+    return any(re.search(cause.pattern, line) for line in lines) or names_its_cause(key, explanation)
 
 
 def median_call_s(variants: Mapping[str, Callable[[], object]], rounds: int = ROUNDS,
