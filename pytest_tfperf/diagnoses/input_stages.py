@@ -268,6 +268,13 @@ def advice(reading: StageReading, shape: PipelineShape | None, *, repeats: bool)
                  if shape is not None and shape.sequential_map and not shape.parallel_map else "")
         out.append(f"it already runs in parallel{by_tf}, so more num_parallel_calls cannot help: make its function "
                    "cheaper, vectorise it (batch before map), or give it more cores")
+    if shape is not None and shape.threadpool_size == 1 and any(
+            "num_parallel" in f or "interleave" in f or "in parallel" in f for f in out):
+        out.append("its options limit tf.data to one thread (threading.private_threadpool_size=1): nothing in it "
+                   "runs in parallel until that is raised")
+    if shape is not None and shape.autotune_off and any("AUTOTUNE" in f for f in out):
+        out.append("autotune is off in its options (autotune.enabled=False): give num_parallel_calls a number "
+                   "rather than AUTOTUNE, or switch autotune back on")
     if repeats and (shape is None or not shape.caches):
         out.append("the pipeline's elements come again every epoch and this stage redoes its work for each: if its "
                    "output is the same every epoch, cache it (.cache() right after it, before any random step; in "

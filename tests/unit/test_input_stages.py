@@ -116,6 +116,17 @@ def test_prefetch_is_advised_only_where_tensorflow_does_not_inject_one() -> None
     assert fixes[-1].startswith("inject_prefetch is off in its options and it has no prefetch")
 
 
+def test_options_that_forbid_parallelism_are_said_with_the_advice_they_defeat() -> None:
+    reading = read_stages(SEQUENTIAL_PYFUNC_MAP)
+    assert reading is not None
+    one_thread = PipelineShape(("range", "map", "batch"), threadpool_size=1, autotune_off=True)
+    fixes = advice(reading, one_thread, repeats=False)
+    assert any("private_threadpool_size=1" in f for f in fixes)
+    assert any("autotune is off in its options" in f for f in fixes)
+    assert not any("private_threadpool_size" in f for f in advice(reading, PipelineShape(("range", "map")),
+                                                                    repeats=False))
+
+
 def test_a_sequential_map_stage_with_tensorflows_fixes_off_is_the_pace_setter() -> None:
     # map_and_batch_fusion and map_parallelization off: Batch/Map (the heavy map) and Batch/Map/Map run sequentially
     profile = _profile(20.0, 18.0, _stage("Batch/Map", 17.0, per_element_ms=2.1), _stage("Batch/Map/Map", 0.5),
