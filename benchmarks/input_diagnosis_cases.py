@@ -259,6 +259,14 @@ def markdown(doc: dict[str, Any]) -> str:
                    f"| {checks} |")
     misses = [(p["index"], name, judge(case, p["rows"].get(name))["why"]) for p in doc["processes"]
               for name, case in CASES.items() if not judge(case, p["rows"].get(name))["ok"]]
+    costs = sorted(dict((row.get("diagnosis") or {}).get("figures", {})).get("stages_profiled_pass_s", -1.0)
+                   for p in doc["processes"] for row in p["rows"].values())
+    costs = [c for c in costs if c >= 0]
+    if costs:
+        out += ["", f"What the profiled pass cost (warm-up, 4 windows, stopping the profiler, reading the profile), "
+                    f"over the {len(costs)} diagnoses that took one: median {costs[len(costs) // 2]:.1f} s, "
+                    f"{costs[0]:.1f}-{costs[-1]:.1f} s; the measurement itself had a {doc['budget']} s budget "
+                    "(plus the dataset-alone and step-alone phases)."]
     out += ["", "Misses: " + ("none" if not misses else "; ".join(f"process {i} `{n}`: {w}" for i, n, w in misses)),
             "", "One diagnosis per case, as printed (first process):", ""]
     for name in CASES:
