@@ -30,10 +30,11 @@ TensorFlow already does by itself.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
-from pytest_tfperf.profiling.model import Profile
+from pytest_tfperf.profiling.model import Group, Profile
 
 # Stage names as TensorFlow spells them in the profile, their Parallel/V2 spelling dropped (profiling.names).
 _ASYNC = ("Prefetch", "MapAndBatch", "DataService")  # always asynchronous
@@ -160,13 +161,16 @@ def read_stages(profile: Profile) -> StageReading | None:
     work_families = tuple(dict.fromkeys(f for g in sorted(work, key=lambda g: -g.mean) for f in g.families[:1]
                                         if not f.endswith("Dataset")))[:3]
     candidates: list[StageTime] = []
-    waited_for_functions = 0.0  # sequential stages' self time: it includes the functions they wait for
+    # The self time of sequential stages that call functions (Generator, Map...): it includes the function
+    # work they wait for on tf.data's thread pool, which the profile also holds as "tf.data work".
+    waited_for_functions = 0.0
     for g, path in zip(stages, paths):
         name = _stage_name(path)
         if name == "Root" or _is_async(name, g.parallel):
             continue  # an async stage's event downstream is a wait for it, not its work
         ms = g.mean * 1e3
-        waited_for_functions += ms
+        if name in _CALLS_FUNCTIONS:
+            waited_for_functions += ms
         candidates.append(StageTime(name=name, path=path, ms_per_iteration=ms,
                                     ms_per_element=None if g.per_element is None else g.per_element * 1e3,
                                     parallel=bool(g.parallel), concurrency=None,
@@ -194,7 +198,7 @@ def read_stages(profile: Profile) -> StageReading | None:
                         elements=profile.elements, windows=profile.windows, wall_cv=cv)
 
 
-def _async_in_profile(name: str, stages: list, paths: list[str]) -> bool:  # type: ignore[type-arg]
+def _async_in_profile(name: str, stages: Sequence[Group], paths: Sequence[str]) -> bool:
     """Whether ``name`` in the chain ran asynchronously: MapAndBatch always; a Map only as ParallelMap."""
     if name == "MapAndBatch":
         return True
