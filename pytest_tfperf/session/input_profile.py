@@ -21,6 +21,7 @@ from typing import Any
 
 from pytest_tfperf.diagnoses.input_bound import ProfiledStages
 from pytest_tfperf.diagnoses.input_stages import read_stages
+from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import RawRun, Workload
 from pytest_tfperf.session.explain import profile_dir
 
@@ -44,6 +45,10 @@ def profile_input(workload: Workload, raw: RawRun, rootdir: str | Path, test_id:
     step, fresh = workload.step, workload.fresh_pull
     if step is None or fresh is None:
         return ProfiledStages(None, "the workload is not a tf.data pipeline feeding a step")
+    if not isinstance(workload.pipeline, PipelineShape):
+        # Any other iterable (a Python generator, a list): TensorFlow's profiler has no stages of it to show,
+        # and importing TensorFlow for it would cost seconds and change the process for nothing.
+        return ProfiledStages(None, "the dataset is not a tf.data pipeline, whose stages the profiler shows")
     if profiler is None:
         from pytest_tfperf.profiling.capture import profile_step as profiler
     iterations = iterations_per_window(raw.timings.median_ns / 1e9)

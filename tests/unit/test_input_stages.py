@@ -219,7 +219,8 @@ def _workload() -> Workload:
     def fresh():  # noqa: ANN202
         return lambda: calls.append("pull") or 1.0
 
-    return Workload(call=lambda: None, pull=lambda: 1.0, step=lambda e: calls.append("step"), fresh_pull=fresh)
+    return Workload(call=lambda: None, pull=lambda: 1.0, step=lambda e: calls.append("step"), fresh_pull=fresh,
+                    pipeline=PipelineShape(("generator", "map", "batch")))
 
 
 def test_the_profiled_pass_uses_a_fresh_iterator_and_reads_the_stages(tmp_path) -> None:  # noqa: ANN001
@@ -253,3 +254,6 @@ def test_profiler_trouble_is_a_note_never_an_error(tmp_path) -> None:  # noqa: A
         "the profiled pass raised RuntimeError: boom"
     no_step = Workload(call=lambda: None)
     assert profile_input(no_step, _raw(1, 1), tmp_path, "t", broken).note.startswith("the workload is not")
+    python_iterable = Workload(call=lambda: None, pull=lambda: 1, step=lambda e: e, fresh_pull=lambda: lambda: 1)
+    assert profile_input(python_iterable, _raw(1, 1), tmp_path, "t", broken).note == \
+        "the dataset is not a tf.data pipeline, whose stages the profiler shows"
