@@ -17,6 +17,7 @@ from pytest_tfperf.diagnoses.input_bound import (
     DATASET_ALONE_METRIC,
     INPUT_BOUND_METRIC,
     RESTART_METRIC,
+    ProfiledStages,
     STEP_ALONE_METRIC,
     back_to_back_per_s,
     elements_per_s,
@@ -35,12 +36,18 @@ MEMORY_GROWTH_METRIC = "memory_growth_bytes_per_iteration"
 Extras = tuple[tuple[str, float], ...]
 
 
-def analyse(raw: RawRun, *, growth_floor_bytes: float = GROWTH_FLOOR_BYTES) -> tuple[Extras, tuple[Diagnosis, ...]]:
-    """Extra metrics and diagnoses derivable from one variant's raw measurement."""
+def analyse(raw: RawRun, *, growth_floor_bytes: float = GROWTH_FLOOR_BYTES,
+            stages: ProfiledStages | None = None) -> tuple[Extras, tuple[Diagnosis, ...]]:
+    """Extra metrics and diagnoses derivable from one variant's raw measurement.
+
+    ``stages``: a profiled pass of the pipeline, which the session takes after
+    the timed rounds when the input-bound diagnosis fires (``input_fired``),
+    and then analyses again with it.
+    """
     extras: list[tuple[str, float]] = []
     diagnoses: list[Diagnosis] = []
     if raw.input_wait_ns:
-        d, fraction = input_bound(raw)
+        d, fraction = input_bound(raw, stages)
         extras.append((INPUT_BOUND_METRIC, fraction))
         if raw.input_split is not None:
             extras.append((DATASET_ALONE_METRIC, back_to_back_per_s(raw.input_split.dataset_alone)))
@@ -59,6 +66,11 @@ def analyse(raw: RawRun, *, growth_floor_bytes: float = GROWTH_FLOOR_BYTES) -> t
     diagnoses += retrace_diagnoses(raw.steady_trace_events, raw.traces_steady, raw.timings.iterations_measured,
                                    causes_known=raw.trace_counting == TRACES_EACH)
     return tuple(extras), tuple(diagnoses)
+
+
+def input_fired(diagnoses: Sequence[Diagnosis]) -> bool:
+    """Whether the input-bound diagnosis warns: the one case worth a profiled pass of the pipeline."""
+    return any(d.kind == "input_bound" and d.severity == "warning" for d in diagnoses)
 
 
 def memory_growth_diagnosis(series: Sequence[MemorySeries], *,

@@ -3,7 +3,10 @@
 A dataset feeding a step is measured together, and, where it can be, as the
 dataset alone and the step alone (``measuring.input_split``); this module
 reads those figures and says, in the profiler's words, whether the step waits
-for its input, and what to change. No pytest, no TensorFlow.
+for its input. What to change comes from a profiled pass of the pipeline when
+there is one (``input_stages``: the stage that sets the pace, measured, and the
+remedy for that stage); without one, from the pipeline's transformations, and
+never advice that TensorFlow already applies by default. No pytest, no TensorFlow.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from pytest_tfperf.diagnoses.input_stages import StageReading, advice, describe_pace
 from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import RawRun
 from pytest_tfperf.model import Diagnosis, Timings
@@ -29,6 +33,16 @@ STEP_ALONE_METRIC = "step_alone_elements_per_s"
 # alone is not what the step waits for (see ``_contention``).
 CONTENTION_HEADROOM = 3.0
 RESTART_METRIC = "epoch_restart_fraction"  # share of the measured time spent restarting a finite dataset
+
+
+@dataclass(frozen=True, slots=True)
+class ProfiledStages:
+    """What the profiled pass of the pipeline gave: its stages read, or the one-line reason there are none."""
+
+    reading: StageReading | None
+    note: str | None = None  # "no profile: another profiler session is running ..." when reading is None
+    logdir: str | None = None  # where ``tensorboard --logdir`` opens the raw profile
+    seconds: float = 0.0  # what the pass cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +87,14 @@ def _waits(raw: RawRun) -> _Waits:
                   restart_wait_ms=restart_wait / 1e6, total_ms=sum(samples) / 1e6)
 
 
-def input_bound(raw: RawRun) -> tuple[Diagnosis, float]:
+def input_bound(raw: RawRun, stages: ProfiledStages | None = None) -> tuple[Diagnosis, float]:
     """The share of each step spent waiting for data beyond the handover floor, classified as the profiler does.
+
+    ``stages``, a profiled pass of the pipeline (taken only when this
+    diagnosis fired without it), names the stage that sets the pace and gives
+    the advice for it; when its slowest stage is far faster than the step, the
+    wait is not the pipeline's (contention for the cores) and the warning
+    becomes info.
 
     Epoch restarts (a finite dataset started again) are left out here and
     reported by ``epoch_restarts``: they come once an epoch, and whether one
@@ -90,7 +110,9 @@ def input_bound(raw: RawRun) -> tuple[Diagnosis, float]:
         step_rate = elements_per_s(split.step_alone)
         if step_rate > 0 and math.isfinite(step_rate):
             headroom = back_to_back_per_s(split.dataset_alone) / step_rate
-    if fraction >= MODERATELY_INPUT_BOUND and _contention(headroom, raw.pipeline):
+    reading = stages.reading if stages is not None else None
+    not_the_pace = (reading is not None and reading.pace_setter is not None and not reading.sets_the_pace)
+    if fraction >= MODERATELY_INPUT_BOUND and (_contention(headroom, raw.pipeline) or not_the_pace):
         words, severity = "waits for data, but not input-bound", "info"
     elif fraction >= HIGHLY_INPUT_BOUND:
         words, severity = "highly input-bound", "warning"
@@ -116,18 +138,26 @@ def input_bound(raw: RawRun) -> tuple[Diagnosis, float]:
         figures += [(DATASET_ALONE_METRIC, dataset), (STEP_ALONE_METRIC, step)]
         summary += (f"; the dataset alone delivers {_rate(dataset)} elements/s, the step alone {_rate(step)}, "
                     f"the two together {_rate(together)}")
-        if severity == "info" and fraction >= MODERATELY_INPUT_BOUND and headroom is not None:
+        if (severity == "info" and fraction >= MODERATELY_INPUT_BOUND and headroom is not None
+                and _contention(headroom, raw.pipeline)):
             summary += (f". The pipeline alone is {headroom:,.0f}x as fast as the step and prefetches "
                         f"({raw.pipeline.describe() if isinstance(raw.pipeline, PipelineShape) else ''}): "
                         "nothing in it is slow; its threads and the step compete for the same cores "
                         "(a busy or small machine), which no pipeline change fixes")
+        elif severity == "info" and not_the_pace and reading is not None:
+            summary += _not_the_pace(reading)
         else:
-            summary += _input_hint(fraction, dataset, step, raw.pipeline)
+            summary += _hint(raw, fraction, dataset, step, stages)
         if headroom is not None:
             figures.append(("dataset_headroom_ratio", headroom))
     else:
         summary += f" ({w.wait_ms:.2f} ms waiting, {w.step_ms:.2f} ms in the step, per iteration)"
-        summary += _input_hint(fraction, None, None, raw.pipeline)
+        summary += _not_the_pace(reading) if not_the_pace and reading is not None else \
+            _hint(raw, fraction, None, None, stages)
+    if reading is not None:
+        figures += list(reading.to_figures())
+    if stages is not None:
+        figures.append(("stages_profiled_pass_s", stages.seconds))  # what the profiled pass cost
     if w.restarts:
         summary += f" (epoch restarts left out: {w.restarts} in the measured rounds, reported apart)"
     return Diagnosis(kind="input_bound", severity=severity, summary=summary, figures=tuple(figures)), fraction
@@ -180,38 +210,81 @@ def epoch_restarts(raw: RawRun) -> Diagnosis | None:
     return Diagnosis(kind="epoch_restart", severity="info", summary=summary, figures=figures)
 
 
-def _input_hint(fraction: float, dataset_per_s: float | None, step_per_s: float | None, shape: object) -> str:
-    """Advice that fits the pipeline: nothing it already does, named from its own transformations."""
+def repeats_each_epoch(raw: RawRun) -> bool:
+    """Whether the pipeline's elements come again: it restarted during the measurement, or repeats a finite one."""
+    split = raw.input_split
+    restarted = bool(raw.input_restart_iterations) or (split is not None and bool(split.dataset_restarts_ns))
+    return restarted or (isinstance(raw.pipeline, PipelineShape) and raw.pipeline.repeats)
+
+
+def _not_the_pace(reading: StageReading) -> str:
+    p = reading.pace_setter
+    assert p is not None
+    return (f". Profiled, the pipeline's busiest stage, {p.words()}, takes {p.ms_per_iteration:.2f} ms per "
+            f"iteration against the step's {reading.step_ms:.1f} ms: the pipeline is not what sets the pace; "
+            "its threads and the step compete for the same cores (a busy or small machine), which no pipeline "
+            "change fixes")
+
+
+def _hint(raw: RawRun, fraction: float, dataset_per_s: float | None, step_per_s: float | None,
+          stages: ProfiledStages | None) -> str:
+    """What to change, for a step that waits: from the measured stages, or else from the pipeline's shape."""
     if fraction < MODERATELY_INPUT_BOUND:
         return ""
-    known = shape if isinstance(shape, PipelineShape) else None
+    shape = raw.pipeline if isinstance(raw.pipeline, PipelineShape) else None
+    reading = stages.reading if stages is not None else None
+    if reading is not None and reading.pace_setter is not None:
+        fixes = advice(reading, shape, repeats=repeats_each_epoch(raw))
+        text = f". Profiled, {describe_pace(reading)}"
+        if fixes:
+            text += ". To do: " + "; ".join(fixes)
+        if stages is not None and stages.logdir:
+            text += f" (tensorboard --logdir {stages.logdir})"
+        return text
+    note = ""
+    if stages is not None:
+        why = stages.note or "the profile holds no tf.data stage"
+        note = f" (stages not measured: {why})"
+    return note + _shape_hint(dataset_per_s, step_per_s, shape, repeats=repeats_each_epoch(raw))
+
+
+def _shape_hint(dataset_per_s: float | None, step_per_s: float | None, known: PipelineShape | None, *,
+                repeats: bool) -> str:
+    """Advice from the pipeline's transformations alone: nothing TensorFlow already does by default.
+
+    TensorFlow injects a prefetch unless ``inject_prefetch`` is off, and
+    parallelises a stateless ``map`` unless ``map_parallelization`` is off:
+    advising either where it is on would change nothing (the issue's example:
+    with and without an explicit prefetch, 64.0 and 64.1 elements/s).
+    """
     seen = f" (pipeline: {known.describe()})" if known is not None else ""
     slower = dataset_per_s is not None and step_per_s is not None and dataset_per_s < step_per_s
+    lead = (f". The input pipeline is the slower side{seen}" if slower else
+            f". The step waits for the pipeline{seen}" if dataset_per_s is None else
+            f". The dataset alone keeps up with the step, yet the step waits{seen}")
     if known is None:
-        if slower:
-            return (". The input pipeline is the slower side: parallelise its map "
-                    "(num_parallel_calls=tf.data.AUTOTUNE), prefetch, or cache what does not change")
-        return (". The dataset alone keeps up with the step, yet the step waits: the pipeline does not run ahead "
-                "(add .prefetch(tf.data.AUTOTUNE)) or the two compete for the same cores")
+        return lead + ": make its slowest stage parallel (num_parallel_calls, interleave) or cheaper"
     fixes: list[str] = []
+    off = known.auto_fixes_off
     if known.sequential_map:
-        fixes.append("give its map num_parallel_calls=tf.data.AUTOTUNE"
-                     + (" (map_parallelization is off in its options)" if "map_parallelization"
-                        in known.auto_fixes_off else ""))
-    if not known.prefetches:
-        fixes.append("end it with .prefetch(tf.data.AUTOTUNE)"
-                     + (" (inject_prefetch is off in its options)" if not known.prefetch_injected else ""))
-    if slower:
-        if not known.caches:
-            fixes.append("cache what does not change from epoch to epoch (.cache() before the random steps)")
-        if not fixes:
-            fixes.append("it already maps in parallel and prefetches: make the preprocessing cheaper, "
-                         "vectorise it (batch before map), or give it more cores")
-        return f". The input pipeline is the slower side{seen}: " + "; ".join(fixes)
-    if not fixes:
-        fixes.append("it already prefetches and keeps up alone, so the producer and the step compete for the "
-                     "same cores; more cores, or cheaper preprocessing, would help")
-    return f". The dataset alone keeps up with the step, yet the step waits{seen}: " + "; ".join(fixes)
+        if "map_parallelization" in off:
+            fixes.append("give its map num_parallel_calls=tf.data.AUTOTUNE (map_parallelization is off in its "
+                         "options)")
+        else:
+            fixes.append("give its map num_parallel_calls=tf.data.AUTOTUNE if its function is stateful "
+                         "(a py_function, say): TensorFlow's map_parallelization already parallelises stateless ones")
+    if not known.prefetches and not known.prefetch_injected:
+        fixes.append("end it with .prefetch(tf.data.AUTOTUNE) (inject_prefetch is off in its options)")
+    if slower and repeats and not known.caches:
+        fixes.append("cache what does not change from epoch to epoch (.cache() before the random steps)")
+    if not fixes and slower:
+        fixes.append("nothing is missing from its transformations that TensorFlow does not add itself: make its "
+                     "slowest stage cheaper, vectorise it (batch before map), or give it more cores")
+    elif not fixes:
+        fixes.append("it keeps up alone and runs ahead of the step (a prefetch, its own or TensorFlow's), so the "
+                     "producer and the step compete for the same cores; more cores, or cheaper preprocessing, "
+                     "would help")
+    return lead + ": " + "; ".join(fixes)
 
 
 def elements_per_s(t: Timings) -> float:

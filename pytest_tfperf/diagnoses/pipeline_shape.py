@@ -26,6 +26,9 @@ class PipelineShape:
 
     transformations: tuple[str, ...]  # "range", "cache", "shuffle", "parallel_map", "batch", "prefetch", ...
     auto_fixes_off: tuple[str, ...] = ()  # TensorFlow's static optimisations explicitly switched off
+    # options().threading.private_threadpool_size when set: 1 means no stage can run in parallel
+    threadpool_size: int | None = None
+    autotune_off: bool = False  # options().autotune.enabled is False: AUTOTUNE values are not tuned
 
     def has(self, *names: str) -> bool:
         return any(t in names for t in self.transformations)
@@ -84,8 +87,13 @@ def shape_of(dataset: object) -> PipelineShape | None:
             # Zips and concatenations have several inputs; follow the first,
             # which is enough to tell a map or a prefetch on the main path.
             node = parents[0] if parents else None
-        optimisation = dataset.options().experimental_optimization  # type: ignore[attr-defined]
+        options = dataset.options()  # type: ignore[attr-defined]
+        optimisation = options.experimental_optimization
         off = tuple(name for name in _AUTO_FIXES if getattr(optimisation, name, None) is False)
+        pool = getattr(getattr(options, "threading", None), "private_threadpool_size", None)
+        autotune = getattr(getattr(options, "autotune", None), "enabled", None)
     except Exception:  # noqa: BLE001 - private API: a surprise means "unknown", never a failed test
         return None
-    return PipelineShape(transformations=tuple(reversed(chain)), auto_fixes_off=off)
+    return PipelineShape(transformations=tuple(reversed(chain)), auto_fixes_off=off,
+                         threadpool_size=pool if isinstance(pool, int) and pool > 0 else None,
+                         autotune_off=autotune is False)

@@ -42,8 +42,23 @@ _FAMILY_ALIASES = {"BatchMatMul": "MatMul", "DepthwiseConv2d": "DepthwiseConv2D"
 _ASYNC_STAGE_PREFIXES = ("Prefetch", "Parallel", "MapAndBatch", "LegacyParallel", "DataService")
 
 
+# An op run eagerly is one host event, ``EagerLocalExecute: RandomStandardNormal``, with no node name: its
+# kernel runs inside it (``ParallelFor`` and the like, which inherit it). Function calls and the iterator's
+# get-next (the consumer's wait, read apart) use the same wrapper and are not ops of their own.
+_EAGER_PREFIX = "EagerLocalExecute: "
+_EAGER_NOT_OPS = ("__", "IteratorGetNext", "PartitionedCall", "StatefulPartitionedCall")
+
+
 def parse_op(event_name: str) -> tuple[str, str] | None:
-    """``(node name, op type)`` when the event is a TensorFlow op, else None (wrappers, tf.data, markers)."""
+    """``(node name, op type)`` when the event is a TensorFlow op, else None (wrappers, tf.data, markers).
+
+    An eager op has no node name: ``("", op type)``, an op outside any layer.
+    """
+    if event_name.startswith(_EAGER_PREFIX):
+        op_type = event_name[len(_EAGER_PREFIX):]
+        if not _OP_TYPE.match(op_type) or op_type.startswith(_EAGER_NOT_OPS):
+            return None
+        return "", op_type
     node, sep, op_type = event_name.rpartition(":")
     if not sep or not node or not _OP_TYPE.match(op_type) or node.startswith("Iterator") or node.endswith(":"):
         return None

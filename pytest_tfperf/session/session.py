@@ -46,6 +46,7 @@ class TfPerfSession:
         self.calibration: Measurement | None = None  # this process's run of the calibration workload (refreshes)
         self.profiler: Any = None  # --tfperf-explain's profiled pass (profiling.capture.profile_step); tests fake it
         self.profiles: dict[str, dict[str, Any]] = {}  # test id -> compact profile, for the refreshed baselines
+        self.input_profiler: Any = None  # the input-bound diagnosis' profiled pass (profile_step); tests fake it
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -97,7 +98,7 @@ class TfPerfSession:
         def measure_once(pace: Callable[[str, int], None] | None = None) -> dict[str, Measurement]:
             raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
                                   watch=settings.stall.enabled, pace=pace)
-            return {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
+            return {name: self._build(fx._variant_id(name), mode, raw, workloads[name]) for name, raw in raws.items()}
 
         ours, theirs, against_note = None, None, None
         if self.config.against and reference is None and len(workloads) == 1 and options.gate:
@@ -385,10 +386,16 @@ class TfPerfSession:
                                     str(message.get("side", "partner")), int(message["iterations"]), self.profiler)
         return {"profile": None if profile is None else profile.to_dict(), "reason": why}
 
-    def _build(self, test_id: str, mode: str, raw: RawRun) -> Measurement:
+    def _build(self, test_id: str, mode: str, raw: RawRun, workload: Workload | None = None) -> Measurement:
         from pytest_tfperf.diagnoses import diagnostics
 
         extras, diagnoses = diagnostics.analyse(raw)
+        if workload is not None and diagnostics.input_fired(diagnoses):
+            # After the timed rounds, only when the diagnosis fires: which stage sets the pace, measured.
+            from pytest_tfperf.session.input_profile import profile_input
+
+            stages = profile_input(workload, raw, self.rootdir, test_id, self.input_profiler)
+            extras, diagnoses = diagnostics.analyse(raw, stages=stages)
         return build_measurement(
             test_id, mode, raw, traces_first_call=raw.traces_first_call, traces_steady=raw.traces_steady,
             extra_metrics=extras, diagnoses=diagnoses, environment_id=self.environment().fingerprint,

@@ -152,7 +152,12 @@ def test_no_prefetch_advice_for_a_pipeline_that_prefetches() -> None:
     assert "compete for the same cores" in d.summary
     slow = _split_raw([3.0] * 50, 10.0, dataset_ms=12.0, pipeline=prefetching)
     d, _ = input_bound(slow)
-    assert "slower side (pipeline: range -> parallel_map -> batch -> prefetch): cache what does not change" in d.summary
+    assert "slower side (pipeline: range -> parallel_map -> batch -> prefetch): nothing is missing" in d.summary
+    # its elements never come again (no restart, no repeat): caching would change nothing
+    assert "cache" not in d.summary
+    repeating = _split_raw([3.0] * 50, 10.0, dataset_ms=12.0, restarts=(10,),
+                           pipeline=PipelineShape(("range", "parallel_map", "batch", "prefetch")))
+    assert "cache what does not change" in input_bound(repeating)[0].summary
 
 
 def test_a_sequential_unprefetched_pipeline_is_told_both_fixes_and_why_tf_did_not_apply_them() -> None:

@@ -57,3 +57,15 @@ def test_anything_but_a_dataset_is_unknown() -> None:
 def test_a_pipeline_without_prefetch_gets_one_injected_unless_switched_off() -> None:
     assert PipelineShape(("range", "map", "batch")).prefetch_injected
     assert not PipelineShape(("range", "map", "batch"), ("inject_prefetch",)).prefetch_injected
+
+
+def test_threading_and_autotune_options_are_read() -> None:
+    node = _node("_MapDataset", _node("_RangeDataset"))
+    options = SimpleNamespace(experimental_optimization=SimpleNamespace(),
+                              threading=SimpleNamespace(private_threadpool_size=1),
+                              autotune=SimpleNamespace(enabled=False))
+    type(node).options = lambda self: options
+    shape = shape_of(node)
+    assert shape is not None and shape.threadpool_size == 1 and shape.autotune_off
+    plain = shape_of(_node("_MapDataset", _node("_RangeDataset")))
+    assert plain is not None and plain.threadpool_size is None and not plain.autotune_off
