@@ -39,7 +39,8 @@ CAUSES: dict[str, Cause] = {
     "allocation_in_loop": Cause(r"^RandomStandardNormal ", "the allocation op: tf.random.normal's "
                                 "RandomStandardNormal, run eagerly every iteration"),
     "host_to_device": Cause(r"^Identity ", "the per-row transfer op: one Identity (tf.identity) per row"),
-    "input_pipeline": Cause(r"(^|\b)Map \(tf\.data stage, sequential\) (appeared|grew)|behind it \S*Map\S* \(sequential\)",
+    "input_pipeline": Cause(r"(^|\b)Map \(tf\.data stage, sequential\) (appeared|grew)|behind it \S*Map\S* \(sequential\)"
+                            r"|Map \(tf\.data stage, sequential; was parallel\)",
                             "the sequential map (a tf.data stage that runs one element at a time)"),
     "vectorised_preprocessing": Cause(r"MapAndBatch", "the per-element map (map before batch, which TensorFlow "
                                       "runs fused with the batch as MapAndBatch)"),

@@ -93,6 +93,9 @@ class Attribution:
     within_noise_delta: float = 0.0  # the groups on the step's path that did not move beyond their noise, summed
     outside: float = 0.0  # the profiled pass's change in time outside any op or stage (wrappers, Python, idle)
     timed_vs_profiled: float = 0.0  # the measured change minus the profiled pass's own: noise of either
+    # tf.data stages that run parallel on one side and sequential on the other: a fact of the two profiles
+    # (which iterator ran), not a measurement, so it is stated whether or not their times moved beyond noise.
+    reshaped: tuple[Change, ...] = ()
 
     @property
     def unlisted_delta(self) -> float:
@@ -155,7 +158,9 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
                        scale=scale, drift=drift,
                        pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir,
                        within_noise_delta=within, outside=profiled - drift - listed_and_unlisted - within,
-                       timed_vs_profiled=measured - profiled)
+                       timed_vs_profiled=measured - profiled,
+                       reshaped=tuple(c for c in changes if c.kind == "stage" and c.base_parallel is not None
+                                      and c.current_parallel is not None and c.base_parallel != c.current_parallel))
 
 
 def attribution_dict(att: Attribution) -> dict[str, object]:
@@ -183,6 +188,7 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
         "input_wait": change(att.input_wait) if att.input_wait else None,
         "paced_by": change(att.paced_by) if att.paced_by else None,
         "pipeline": [change(c) for c in att.pipeline],
+        "reshaped": [change(c) for c in att.reshaped],
         "base_logdir": att.base_logdir, "current_logdir": att.current_logdir,
         "lines": explanation_lines(att),
     }
@@ -219,6 +225,10 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
         lines.append("  tf.data also moved (stage times overlap: each includes its wait for the stage upstream):")
         lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" + _stage_note(c, t)
                   for c in others]
+    shown = {c.key for c in others} | ({att.paced_by.key} if att.paced_by is not None else set())
+    for c in att.reshaped:
+        if c.key not in shown:
+            lines.append(f"  tf.data runs differently: {_describe(c)}" + _stage_note(c, t))
     more = f", {len(att.unlisted)} more that moved {t(att.unlisted_delta)}" if att.unlisted else ""
     lines.append(f"  remainder {t(att.remainder)}: groups within their noise {t(att.within_noise_delta)}, "
                  f"outside ops and stages {t(att.outside)}{more}, timed rounds vs profiled pass "

@@ -178,6 +178,22 @@ def test_a_map_that_lost_its_parallelism_is_named_though_its_work_per_element_is
     assert "behind it: Prefetch/Map (tf.data stage, sequential; was parallel)" in explanation_lines(att)[2]
 
 
+def test_a_map_that_lost_its_parallelism_is_stated_even_when_no_time_moved_beyond_noise() -> None:
+    """Which iterator ran (ParallelMap or Map) is a fact of the two profiles, not a measurement: on a busy
+    machine a parallel map may buy nothing, and the explanation must still say the pipeline changed shape."""
+    wait = group("wait:input", (1.0, 1.1, 0.9, 1.0, 1.0), kind="input wait")
+    base = profile(wait, stage("stage:Prefetch/Map", (4.0, 4.1, 3.9, 4.0, 4.0), True, 4))
+    current = profile(wait, stage("stage:Prefetch/Map", (4.0, 4.1, 3.9, 4.0, 4.0), False, 4))
+    att = attribute(base, current, 0.1 * MS)
+    assert att.nothing_moved and [c.key for c in att.reshaped] == ["stage:Prefetch/Map"]
+    lines = explanation_lines(att)
+    assert "  tf.data runs differently: Prefetch/Map (tf.data stage, sequential; was parallel) " \
+           "(was 4.00 ms/element, now 4.00 ms/element)" in lines
+    assert attribution_dict(att)["reshaped"][0]["key"] == "stage:Prefetch/Map"
+    same = attribute(base, base, 0.0)
+    assert same.reshaped == () and not any("runs differently" in line for line in explanation_lines(same))
+
+
 def test_a_stage_that_moved_while_the_wait_stayed_within_its_noise_is_still_named() -> None:
     base = profile(group("wait:input", (1.0, 4.0, 2.0, 6.0, 1.0), kind="input wait"),
                    stage("stage:Prefetch/Map", (1.0,) * 5, False, 0.5))
