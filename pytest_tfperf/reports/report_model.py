@@ -208,6 +208,10 @@ def _explanation_view(data: Mapping[str, Any], what: str) -> ExplanationView | N
     paced = data.get("paced_by")
     if isinstance(paced, Mapping) and paced.get("label"):
         notes.append(f"the wait for input is behind {paced['label']} ({paced.get('how', '')})")
+    for stage in data.get("reshaped") or []:
+        if isinstance(stage, Mapping) and stage.get("label"):
+            was, now = (("parallel" if stage.get(k) else "sequential") for k in ("base_parallel", "current_parallel"))
+            notes.append(f"tf.data runs differently: {stage['label']} {now}, was {was}")
     commands = tuple((side, f"tensorboard --logdir {data[key]}")
                      for side, key in (("baseline", "base_logdir"), ("current", "current_logdir"))
                      if isinstance(data.get(key), str) and data[key])

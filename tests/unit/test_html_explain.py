@@ -74,3 +74,11 @@ def test_the_page_shows_the_table_and_commands_escaped_and_well_formed(tmp_path:
     assert "planted (MatMul family)</td><td data-label=\"how\">appeared" in page
     assert "tensorboard --logdir /r/.tfperf/profiles/t/partner" in page
     assert "&lt;b&gt;no profiler&lt;/b&gt;" in page and "<b>no profiler</b>" not in page
+
+
+def test_a_pipeline_that_changed_shape_is_a_note() -> None:
+    att = attribution_dict(attribute(base=BASE, current=PLANTED, measured=8 * MS))
+    att["reshaped"] = [{"key": "stage:Batch/Map", "kind": "stage", "label": "Batch/Map", "how": "grew",
+                        "delta_ms": 0.1, "noise_ms": 0.5, "base_parallel": True, "current_parallel": False}]
+    (x,) = explanation_views(att)
+    assert "tf.data runs differently: Batch/Map sequential, was parallel" in x.notes
