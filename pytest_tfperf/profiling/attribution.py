@@ -96,6 +96,10 @@ class Attribution:
     # tf.data stages that run parallel on one side and sequential on the other: a fact of the two profiles
     # (which iterator ran), not a measurement, so it is stated whether or not their times moved beyond noise.
     reshaped: tuple[Change, ...] = ()
+    # Every current window slower than every baseline window (scaled by the common factor): a rank test of
+    # the profiled pass's slowdown (5 against 5 windows: 1 in 252 by chance) that one wild window cannot
+    # hide, as it can hide it from ``profiled_noise``'s standard error.
+    windows_separated: bool = False
 
     @property
     def unlisted_delta(self) -> float:
@@ -159,6 +163,8 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
                        pipeline=tuple(pipeline), base_logdir=base.logdir, current_logdir=current.logdir,
                        within_noise_delta=within, outside=profiled - drift - listed_and_unlisted - within,
                        timed_vs_profiled=measured - profiled,
+                       windows_separated=bool(base.wall and current.wall)
+                       and min(current.wall) > scale * max(base.wall),
                        reshaped=tuple(c for c in changes if c.kind == "stage" and c.base_parallel is not None
                                       and c.current_parallel is not None and c.base_parallel != c.current_parallel))
 
@@ -233,12 +239,24 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     lines.append(f"  remainder {t(att.remainder)}: groups within their noise {t(att.within_noise_delta)}, "
                  f"outside ops and stages {t(att.outside)}{more}, timed rounds vs profiled pass "
                  f"{t(att.timed_vs_profiled)}")
+    if _mostly_outside(att):
+        lines.append("  most of the profiled change is outside every op and stage TensorFlow traced: Python work "
+                     "between ops, such as a Session, graph, model or tf.function built on every call")
     if att.base_logdir and att.base_logdir == att.current_logdir:
         lines.append(f"  raw profile (both sides, alternating windows): tensorboard --logdir {att.base_logdir}")
     elif att.base_logdir or att.current_logdir:
         lines.append(f"  raw profiles: tensorboard --logdir {att.base_logdir} (baseline), "
                      f"tensorboard --logdir {att.current_logdir} (current)")
     return lines
+
+
+def _mostly_outside(att: Attribution) -> bool:
+    """The profiled pass slowed beyond its noise, and over half of that is time outside any traced op or stage,
+    more than any cause listed: the profile cannot name what it did not trace, so it says where to look."""
+    slower = att.profiled > att.profiled_noise or att.windows_separated
+    if not (slower and att.profiled > 0 and att.outside > 0.5 * att.profiled):
+        return False
+    return all(att.outside > abs(c.delta) for c in att.causes)
 
 
 def _upstream_first(changes: Sequence[Change]) -> list[Change]:

@@ -257,3 +257,28 @@ def test_a_window_in_which_the_machine_was_busy_does_not_drown_the_planted_layer
         attribution.STEADY_WINDOWS = True
     # and the same spikes on unchanged code move nothing
     assert attribute(base, side(False), 0.0).nothing_moved
+
+
+def test_a_change_outside_every_traced_op_is_said_to_be_there() -> None:
+    """A Session built on every call costs no op TensorFlow traces: the wall time grew, no group did, and the
+    explanation says the change lies outside the traced ops instead of blaming one of them."""
+    current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+                      wall=(40, 40.2, 39.8, 40.1, 39.9))
+    att = attribute(BASE, current, 20.0 * MS)
+    assert att.causes == () and att.outside == pytest.approx(20.0 * MS, rel=0.05)
+    assert any(line.startswith("  most of the profiled change is outside every op and stage")
+               for line in explanation_lines(att))
+    same = attribute(BASE, BASE, 0.0)
+    assert not any("outside every op" in line for line in explanation_lines(same))
+
+
+def test_one_wild_window_does_not_hide_a_change_outside_the_traced_ops() -> None:
+    """Building a Session each call scatters the windows: wild windows swell the standard error past the
+    change, yet every current window is slower than every baseline one (the rank test needs all of them)."""
+    base = profile(group("layer:m/dense", STEADY), wall=(20, 20.2, 19.8, 20.1, 35.0))
+    current = profile(group("layer:m/dense", STEADY), wall=(36, 37, 36.5, 38, 100))
+    att = attribute(base, current, 20.0 * MS)
+    assert att.windows_separated and att.profiled < att.profiled_noise
+    assert any("outside every op and stage" in line for line in explanation_lines(att))
+    overlapping = profile(group("layer:m/dense", STEADY), wall=(19.9, 37, 36.5, 38, 100))
+    assert not attribute(base, overlapping, 20.0 * MS).windows_separated
