@@ -14,10 +14,10 @@ twice). In one fresh process per repeat it:
    time per iteration of ``ROUNDS`` rounds each): the measured change, as a
    gate would measure it;
 2. profiles the arms through ``pytest_tfperf.profiling`` (``WINDOWS`` windows
-   of ``WINDOW_SECONDS`` each per arm, host tracer level 2): the step cases in
-   ONE profiler session with the arms' windows alternating (``profile_steps``),
-   the pipeline cases one pass per arm (a pipeline works ahead on its own
-   threads, which alternating windows would count in the other arms);
+   of ``WINDOW_SECONDS`` each per arm, host tracer level 2) in ONE profiler
+   session with the arms' windows alternating (``profile_steps``); a pipeline
+   arm pulls half a window unmarked before each of its windows (``settle``),
+   so that what it did ahead on tf.data threads is not read as free;
 3. attributes the measured change (changed vs base) and the A/A change
    (base again vs base), and records: whether the top cause is the planted
    group, how much of the measured change the causes explain, whether the
@@ -52,7 +52,6 @@ ROUNDS = 5
 ROUND_SECONDS = 0.4
 WINDOWS = 6
 WINDOW_SECONDS = 0.1
-PIPELINE_IDLE_S = 0.5
 RESULTS = HERE / "results"
 
 # name -> (what is planted, how the planted group's key is recognised)
@@ -285,24 +284,9 @@ def _iterations_for(step: Callable[[], Any], seconds: float) -> tuple[int, float
     return max(1, round(seconds / per)), per
 
 
-def _drain(step: Callable[[], Any], chunk: int, per_iteration: float) -> None:
-    """Pull until a chunk takes as long as the timed rounds said it should.
-
-    A pipeline fills its prefetch buffer while the other arms run (autotuned,
-    it held 50 elements here); pulled in the profiled windows, those elements
-    read as free and the windows' spread as noise.
-    """
-    for _ in range(50):
-        start = time.perf_counter()
-        for _ in range(chunk):
-            step()
-        if time.perf_counter() - start >= 0.8 * chunk * per_iteration:
-            return
-
-
 def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from pytest_tfperf.profiling.capture import profile_step, profile_steps
+    from pytest_tfperf.profiling.capture import profile_steps
 
     t0 = time.perf_counter()
     arms = {"base": _build(case, "base"), "changed": _build(case, "changed"), "base_again": _build(case, "base")}
@@ -330,24 +314,17 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
     outcome_info = {}
     iterations = {arm: max(2, round(WINDOW_SECONDS / per_iter[arm])) for arm in arms}
     pass_started = time.perf_counter()
-    if case.startswith("pipeline_"):
-        # A pipeline works ahead on its own threads: in alternating windows its work would land in the other
-        # arms' windows. One pass per arm, each after draining what the pipeline buffered meanwhile.
-        for arm, step in arms.items():
-            # The other arms' pipelines refill their buffers on their own threads (after the timed rounds drained
-            # them), under the same stage names: let them fill and go idle first, or their work is counted here.
-            time.sleep(PIPELINE_IDLE_S)
-            _drain(step, iterations[arm], per_iter[arm])
-            outcome = profile_step(step, profile_dir / case / arm, name=f"{case}:{arm}", windows=WINDOWS,
-                                   iterations=iterations[arm], warmup=1)
-            outcome_info[arm] = _outcome_info(outcome, iterations[arm], interleaved=False)
-            profiles[arm] = outcome.profile
-    else:
-        # One profiler session, the arms' windows alternating: the machine's drift falls on every arm alike.
-        outcomes = profile_steps(arms, profile_dir / case / "all", windows=WINDOWS, iterations=iterations, warmup=1)
-        for arm, outcome in outcomes.items():
-            outcome_info[arm] = _outcome_info(outcome, iterations[arm], interleaved=True)
-            profiles[arm] = outcome.profile
+    # One profiler session, the arms' windows alternating: the machine's drift falls on every arm alike.
+    # A pipeline arm gets settle calls before each of its windows, as its timed rounds do: with TensorFlow's
+    # injected prefetch and autotuning off (see _build) the only work done ahead is a parallel map's few
+    # elements in flight, finished meanwhile on tf.data threads; pulled unmarked, they are not read as free
+    # in the window, and what the arm did ahead lands in its own settle calls, outside every window.
+    settle = {arm: max(1, iterations[arm] // 2) for arm in arms} if case.startswith("pipeline_") else 0
+    outcomes = profile_steps(arms, profile_dir / case / "all", windows=WINDOWS, iterations=iterations, warmup=1,
+                             settle=settle)
+    for arm, outcome in outcomes.items():
+        outcome_info[arm] = _outcome_info(outcome, iterations[arm], interleaved=True)
+        profiles[arm] = outcome.profile
     pass_s = time.perf_counter() - pass_started
     out: dict[str, Any] = {"case": case, "pid": os.getpid(), "round_iterations": n, "build_s": round(build_s, 1),
                            "measured_rounds_s": round(measured_s, 2), "profiled_pass_s": round(pass_s, 2),

@@ -41,9 +41,10 @@ def test_a_planted_layer_appears_and_the_parts_add_up_to_the_measured_change() -
     att = attribute(BASE, current, 4.1 * MS)
     assert [c.key for c in att.causes] == ["layer:m/planted_conv"]
     top = att.top
-    assert top is not None and top.how == "appeared" and top.delta == pytest.approx(3.8 * MS)
+    assert top is not None and top.how == "appeared" and top.delta == pytest.approx(3.8 * MS, abs=1e-6)
     assert math.isclose(att.explained + att.remainder, att.measured)
-    assert att.remainder == pytest.approx(0.3 * MS)
+    # (within a microsecond: each window's load taken out moves a side's mean by its spread's share only)
+    assert att.remainder == pytest.approx(0.3 * MS, abs=1e-6)
     lines = explanation_lines(att)
     assert lines[0].startswith("where the time went: +4.10 ms/iteration measured (profiled pass +4.00 ms")
     assert lines[1].startswith("  planted_conv (Conv2D family) appeared +3.80 ms ±")
@@ -59,9 +60,10 @@ def test_the_json_form_carries_causes_remainder_and_lines() -> None:
     current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
                       group("layer:m/planted_conv", (3.8,) * 5), logdir="/logs/current")
     data = json.loads(json.dumps(attribution_dict(attribute(BASE, current, 4.1 * MS))))
-    assert data["measured_ms"] == 4.1 and data["remainder_ms"] == pytest.approx(0.3)
+    assert data["measured_ms"] == 4.1 and data["remainder_ms"] == pytest.approx(0.3, abs=1e-3)
     assert data["causes"] == [{"key": "layer:m/planted_conv", "kind": "layer", "label": "planted_conv (Conv2D family)",
-                               "how": "appeared", "delta_ms": 3.8, "noise_ms": data["causes"][0]["noise_ms"]}]
+                               "how": "appeared", "delta_ms": pytest.approx(3.8, abs=1e-3),
+                                "noise_ms": data["causes"][0]["noise_ms"]}]
     assert data["lines"][0].startswith("where the time went") and data["current_logdir"] == "/logs/current"
 
 
@@ -219,14 +221,14 @@ def test_the_remainders_parts_add_up_to_it_and_one_shared_profile_folder_is_name
                       group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)), group("layer:m/planted", (6.0,) * 5),
                       wall=(27, 27.1, 26.9, 27.2, 26.8), logdir="/logs/pair")
     att = attribute(base, current, 6.5 * MS)
-    assert att.within_noise_delta == pytest.approx(0.2 * MS)  # dense grew within its noise
-    assert att.outside == pytest.approx((7.0 - 6.0 - 0.2) * MS)
+    assert att.within_noise_delta == pytest.approx(0.2 * MS, abs=1e-6)  # dense grew within its noise
+    assert att.outside == pytest.approx((7.0 - 6.0 - 0.2) * MS, abs=1e-6)
     assert att.timed_vs_profiled == pytest.approx(-0.5 * MS)
     parts = att.within_noise_delta + att.outside + att.unlisted_delta + att.timed_vs_profiled
     assert parts == pytest.approx(att.remainder)
     assert explanation_lines(att)[-1] == "  raw profile (both sides, alternating windows): tensorboard --logdir /logs/pair"
     assert attribution_dict(att)["remainder_parts_ms"] == pytest.approx(
-        {"within_noise_groups": 0.2, "outside_ops": 0.8, "timed_vs_profiled": -0.5, "moved_unlisted": 0.0})
+        {"within_noise_groups": 0.2, "outside_ops": 0.8, "timed_vs_profiled": -0.5, "moved_unlisted": 0.0}, abs=1e-3)
 
 
 def test_a_window_in_which_the_machine_was_busy_does_not_drown_the_planted_layer() -> None:
@@ -282,3 +284,23 @@ def test_one_wild_window_does_not_hide_a_change_outside_the_traced_ops() -> None
     assert any("outside every op and stage" in line for line in explanation_lines(att))
     overlapping = profile(group("layer:m/dense", STEADY), wall=(19.9, 37, 36.5, 38, 100))
     assert not attribute(base, overlapping, 20.0 * MS).windows_separated
+
+
+def test_two_unchanged_layers_are_enough_to_take_a_busy_window_out() -> None:
+    # a small text model has few layer groups: two unchanged ones still give each window's load
+    load = (1, 1, 1, 3, 3, 1)
+
+    def side(planted: bool, layers: int) -> Profile:
+        groups = [group(f"layer:m/l{i}", tuple(5.0 * f for f in load)) for i in range(layers)]
+        if planted:
+            groups.append(group("layer:m/planted", tuple(4.0 * f for f in load)))
+        k = len(load)
+        wall = tuple((5.0 * layers + (4.0 if planted else 0.0)) * f for f in load)
+        return Profile(name="p", iterations=2, wall=tuple(w * MS for w in wall), groups=tuple(groups),
+                       other=(0.0,) * k, smallest_kept=0.0, input_wait=(0.0,) * k, elements=0.0)
+
+    att = attribute(side(False, 2), side(True, 2), 6.0 * MS)
+    assert att.top is not None and att.top.key == "layer:m/planted" and att.top.noise < 0.35 * att.top.delta
+    assert attribute(side(False, 2), side(False, 2), 0.0).nothing_moved
+    # one shared group leaves no other group to read a window's load from: the spread stays and hides it
+    assert attribute(side(False, 1), side(True, 1), 6.0 * MS).top is None
