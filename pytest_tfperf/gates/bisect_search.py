@@ -1,0 +1,224 @@
+"""The bisect search (``tfperf-bisect``): which first-parent commit between GOOD and BAD made the tests slower.
+
+Pure: the commits come in as data, each commit's judgement comes from an
+injected ``judge`` (in use, one ``--tfperf-against`` session of that commit
+measured beside GOOD: ``session/bisect_steps.py``), and time from an injected
+clock. No git, no processes, no pytest, no TensorFlow.
+
+The search
+----------
+``commits`` are the first-parent commits after GOOD up to BAD, oldest first;
+GOOD is good by definition. BAD is judged first: when it did not regress
+against GOOD there is nothing to bisect, and nothing more is measured. Then a
+binary search keeps ``good`` (the newest commit known good, GOOD itself at
+the start) and ``bad`` (the oldest known bad) and judges the commit halfway
+between them until they are neighbours: ``bad`` is the first bad commit. Every
+step is judged against GOOD, not against the neighbouring step's commit: one
+fixed reference keeps each verdict the gate's own (a regression beyond the
+tolerance, confirmed beside a fresh process), and a slowdown spread over
+several small commits still crosses the tolerance somewhere.
+
+A commit that cannot be judged (its tests are missing, do not import, or it
+does not build) is *skipped*, as ``git bisect skip`` does: the search judges
+the untried commit nearest the middle instead. When every commit between
+``good`` and ``bad`` is skipped, the first bad commit is one of them and
+``bad``: the result says which (``ambiguous``).
+
+Other regressions
+-----------------
+The search reports the first commit that crosses the tolerance. A later step
+may still have measured a clearly larger slowdown than the first bad commit
+brought (its interval wholly beyond the first bad commit's): a second
+regression lies between them, and the result names that range (``further``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["bad", "good", "skip"]
+Outcome = Literal["found", "nothing", "ambiguous", "untestable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    sha: str
+    subject: str
+    author_date: str  # ISO 8601, as git prints it (%aI)
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+
+@dataclass(frozen=True, slots=True)
+class TestChange:
+    """One selected test's paired verdict at one commit, against GOOD (a throughput change < 0 is slower)."""
+
+    test_id: str
+    status: str  # the verdict's status: regressed, unchanged, improved, noisy, ...
+    change: float | None = None  # throughput current / GOOD - 1
+    ci_low: float | None = None
+    ci_high: float | None = None
+    message: str = ""  # the regressed metric's message, else the throughput metric's
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test_id": self.test_id, "status": self.status, "throughput_change": self.change,
+                "ci_low": self.ci_low, "ci_high": self.ci_high, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """One commit judged against GOOD: bad, good, or skipped (with why)."""
+
+    kind: Kind
+    reason: str = ""  # why skipped; for bad/good a short summary may be given
+    tests: tuple[TestChange, ...] = ()
+
+    def worst(self) -> TestChange | None:
+        """The regressed test with the largest slowdown, else the test with the lowest throughput change."""
+        pool = [t for t in self.tests if t.status == "regressed"] or list(self.tests)
+        with_change = [t for t in pool if t.change is not None]
+        if with_change:
+            return min(with_change, key=lambda t: t.change if t.change is not None else 0.0)
+        return pool[0] if pool else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.kind, "reason": self.reason, "tests": [t.to_dict() for t in self.tests]}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    number: int  # 1-based
+    commit: Commit
+    position: int  # index in the range (0 = the first commit after GOOD)
+    judgement: Judgement
+    elapsed_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.number, "commit": self.commit.sha, "subject": self.commit.subject,
+                "author_date": self.commit.author_date, "position": self.position,
+                "elapsed_s": round(self.elapsed_s, 3), **self.judgement.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class Further:
+    """A second regression seen: ``test_id`` measured ``change`` at ``at`` (beyond the first bad commit's interval),
+    so another slowdown lies after ``after`` and at or before ``at``."""
+
+    test_id: str
+    after: Commit
+    at: Commit
+    change: float
+    first_change: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test_id": self.test_id, "after": self.after.sha, "at_or_before": self.at.sha,
+                "throughput_change": self.change, "first_bad_throughput_change": self.first_change}
+
+
+@dataclass(frozen=True, slots=True)
+class BisectResult:
+    outcome: Outcome
+    commits: int  # commits in the range after GOOD, BAD included
+    planned_steps: int
+    steps: tuple[Step, ...]
+    elapsed_s: float
+    first_bad: Commit | None = None
+    verdict: Judgement | None = None  # the first bad commit's judgement against GOOD
+    candidates: tuple[Commit, ...] = ()  # ambiguous: the first bad commit is one of these
+    further: tuple[Further, ...] = ()
+    reason: str = ""  # untestable: why BAD could not be judged
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def planned_steps(commits: int) -> int:
+    """Steps of a search without skips: BAD against GOOD, then halvings until one candidate is left."""
+    if commits <= 0:
+        return 0
+    return 1 + (math.ceil(math.log2(commits)) if commits > 1 else 0)
+
+
+def next_probe(good: int, bad: int, skipped: set[int]) -> int | None:
+    """The untried index strictly between ``good`` and ``bad`` nearest their middle (the lower one on a tie)."""
+    middle = (good + bad) // 2
+    candidates = [i for i in range(good + 1, bad) if i not in skipped]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda i: (abs(i - middle), i))
+
+
+def bisect(commits: Sequence[Commit], judge: Callable[[Commit], Judgement], *,
+           on_step: Callable[[Step], None] | None = None,
+           clock: Callable[[], float] = time.monotonic) -> BisectResult:
+    """Search ``commits`` (after GOOD up to BAD, oldest first) for the first one ``judge`` calls bad."""
+    if not commits:
+        raise ValueError("no commits between GOOD and BAD: nothing to bisect")
+    start = clock()
+    planned = planned_steps(len(commits))
+    steps: list[Step] = []
+
+    def run(position: int) -> Judgement:
+        began = clock()
+        judgement = judge(commits[position])
+        step = Step(number=len(steps) + 1, commit=commits[position], position=position, judgement=judgement,
+                    elapsed_s=clock() - began)
+        steps.append(step)
+        if on_step is not None:
+            on_step(step)
+        return judgement
+
+    def result(outcome: Outcome, **kw: Any) -> BisectResult:
+        return BisectResult(outcome=outcome, commits=len(commits), planned_steps=planned, steps=tuple(steps),
+                            elapsed_s=clock() - start, **kw)
+
+    last = len(commits) - 1
+    first = run(last)
+    if first.kind == "skip":
+        return result("untestable", reason=first.reason)
+    if first.kind == "good":
+        return result("nothing")
+    judgements = {last: first}
+    good, bad = -1, last
+    skipped: set[int] = set()
+    while bad - good > 1:
+        probe = next_probe(good, bad, skipped)
+        if probe is None:
+            break
+        judgement = run(probe)
+        if judgement.kind == "skip":
+            skipped.add(probe)
+        elif judgement.kind == "bad":
+            judgements[probe] = judgement
+            bad = probe
+        else:
+            good = probe
+    further = tuple(_further(commits, bad, judgements))
+    if bad - good > 1:  # every commit between them was skipped
+        return result("ambiguous", first_bad=None, verdict=judgements[bad],
+                      candidates=tuple(commits[good + 1:bad + 1]), further=further)
+    return result("found", first_bad=commits[bad], verdict=judgements[bad], further=further)
+
+
+def _further(commits: Sequence[Commit], first: int, judgements: dict[int, Judgement]) -> list[Further]:
+    """Later bad steps whose slowdown lies wholly beyond the first bad commit's interval, one per test."""
+    found = []
+    base = {t.test_id: t for t in judgements[first].tests}
+    for test_id, ref in base.items():
+        if ref.change is None or ref.ci_low is None:
+            continue
+        after = first
+        for position in sorted(p for p in judgements if p > first):
+            later = next((t for t in judgements[position].tests if t.test_id == test_id), None)
+            if later is None or later.change is None or later.ci_high is None:
+                continue
+            if later.ci_high < ref.ci_low:  # slower than anything the first bad commit's interval allows
+                found.append(Further(test_id=test_id, after=commits[after], at=commits[position],
+                                     change=later.change, first_change=ref.change))
+                break
+            after = position
+    return found
