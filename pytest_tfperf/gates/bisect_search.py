@@ -56,7 +56,7 @@ class Commit:
 
 
 @dataclass(frozen=True, slots=True)
-class TestChange:
+class PairedChange:
     """One selected test's paired verdict at one commit, against GOOD (a throughput change < 0 is slower)."""
 
     test_id: str
@@ -77,9 +77,9 @@ class Judgement:
 
     kind: Kind
     reason: str = ""  # why skipped; for bad/good a short summary may be given
-    tests: tuple[TestChange, ...] = ()
+    tests: tuple[PairedChange, ...] = ()
 
-    def worst(self) -> TestChange | None:
+    def worst(self) -> PairedChange | None:
         """The regressed test with the largest slowdown, else the test with the lowest throughput change."""
         pool = [t for t in self.tests if t.status == "regressed"] or list(self.tests)
         with_change = [t for t in pool if t.change is not None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, Step, TestChange
+from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, Step, PairedChange
 
 JSON_SCHEMA = "pytest-tfperf/bisect"
 JSON_VERSION = 1
@@ -35,7 +35,7 @@ def _pct(value: float | None) -> str:
     return "?" if value is None else f"{value * 100:+.1f}%"
 
 
-def change_text(test: TestChange | None) -> str:
+def change_text(test: PairedChange | None) -> str:
     if test is None or test.change is None:
         return "-"
     interval = f" (99% CI {_pct(test.ci_low)} to {_pct(test.ci_high)})" if test.ci_low is not None else ""

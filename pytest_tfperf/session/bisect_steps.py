@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from pytest_tfperf.gates.bisect_search import Commit, Judgement, TestChange
+from pytest_tfperf.gates.bisect_search import Commit, Judgement, PairedChange
 from pytest_tfperf.session.partner_tree import argument_in_tree, mapped_directory, tree_environment
 from pytest_tfperf.storage.fields import StorageError
 from pytest_tfperf.storage.results_json import ResultsDocument, load_results
@@ -138,14 +138,24 @@ def _run(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], shell: bool =
     try:
         out, _ = proc.communicate()
     except BaseException:
-        # Ctrl-C reaches this process only (the step has its own session): stop the step and its partner.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        # Ctrl-C reaches this process only (the step has its own session): pass it on to the step and its
+        # partner so pytest ends them as it does on Ctrl-C, then kill what is left after a grace period.
+        _stop_group(proc)
         raise
     return proc.returncode, out
+
+
+def _stop_group(proc: subprocess.Popen[str], grace_s: float = 10.0) -> None:
+    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.communicate(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def why_not_collected(output: str) -> str:
@@ -158,7 +168,7 @@ def why_not_collected(output: str) -> str:
     return (lines[-1] if lines else "no output")[:300]
 
 
-def _test_change(test_id: str, verdict: Mapping[str, object]) -> TestChange:
+def _test_change(test_id: str, verdict: Mapping[str, object]) -> PairedChange:
     metrics = [m for m in verdict.get("metrics", []) if isinstance(m, Mapping)]  # type: ignore[union-attr]
     throughput = next((m for m in metrics if m.get("metric") == "throughput"), None)
     regressed = next((m for m in metrics if m.get("status") == "regressed"), None)
@@ -168,7 +178,7 @@ def _test_change(test_id: str, verdict: Mapping[str, object]) -> TestChange:
         value = (throughput or {}).get(key)
         return float(value) if isinstance(value, (int, float)) else None
 
-    return TestChange(test_id=test_id, status=str(verdict.get("status", "unavailable")),
+    return PairedChange(test_id=test_id, status=str(verdict.get("status", "unavailable")),
                       change=number("relative_change"), ci_low=number("ci_low"), ci_high=number("ci_high"),
                       message=str(shown.get("message", "")))
 
@@ -229,6 +239,10 @@ class StepRunner:
     def _env(self, tree: Path) -> dict[str, str]:
         env = tree_environment(tree, dict(self.base_env if self.base_env is not None else os.environ))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # Whatever a step leaves in its temporary directory (a killed partner's scratch) goes with the worktrees.
+        scratch = self.worktrees.root / "tmp"
+        scratch.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(scratch)
         return env
 
     def __call__(self, commit: Commit) -> Judgement:
@@ -243,7 +257,7 @@ class StepRunner:
             code, out = self.build_tree(tree)
             if code != 0:
                 last = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "no output")
-                return Judgement("skip", reason=f"does not build: {self.build!r} exited {code}: {last.strip()[:200]}")
+                return Judgement("skip", reason=f"does not build: the build command exited {code}: {last.strip()[:200]}")
         scratch = self.worktrees.root / f"out-{tree.name}"
         scratch.mkdir(exist_ok=True)
         results = scratch / "results.json"

@@ -1,0 +1,180 @@
+"""The bisect search and its wording, with fake judges and a fake clock: no git, no TensorFlow, no timing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from pytest_tfperf.gates.bisect_search import (
+    BisectResult,
+    Commit,
+    Judgement,
+    PairedChange,
+    bisect,
+    next_probe,
+    planned_steps,
+)
+from pytest_tfperf.reports.bisect_report import NOTHING, plan_line, result_dict, result_lines, step_line
+
+COMMITS = [Commit(sha=f"{i:02d}" * 20, subject=f"commit {i + 1}", author_date=f"2026-11-{i % 28 + 1:02d}T10:00:00+00:00")
+           for i in range(31)]
+
+
+def change(test_id: str, slowdown: float, spread: float = 0.02) -> PairedChange:
+    """A paired verdict of ``test_id`` at a throughput change of -slowdown, interval +- spread."""
+    status = "regressed" if slowdown > 0.05 else "unchanged"
+    return PairedChange(test_id=test_id, status=status, change=-slowdown, ci_low=-slowdown - spread,
+                      ci_high=-slowdown + spread, message=f"throughput: {-slowdown:+.1%}")
+
+
+def planted(*plants: tuple[int, float], skip: frozenset[int] = frozenset(),
+            calls: list[int] | None = None) -> Callable[[Commit], Judgement]:
+    """A judge for COMMITS: slowdowns planted from the given positions on (they add up), some commits skipped."""
+    def judge(commit: Commit) -> Judgement:
+        position = COMMITS.index(commit)
+        if calls is not None:
+            calls.append(position)
+        if position in skip:
+            return Judgement("skip", reason="the selected tests do not exist or do not import here")
+        slowdown = sum(s for at, s in plants if position >= at)
+        test = change("t.py::test_x", slowdown)
+        return Judgement("bad" if test.status == "regressed" else "good", tests=(test,))
+    return judge
+
+
+class FakeClock:
+    def __init__(self, step_s: float = 10.0) -> None:
+        self.now, self.step_s = 0.0, step_s
+
+    def __call__(self) -> float:
+        self.now += self.step_s  # each step reads it before and after judging: one step_s apart
+        return self.now
+
+
+@pytest.mark.parametrize("at", range(31))
+def test_a_single_slowdown_is_found_wherever_it_was_planted_within_the_planned_steps(at: int) -> None:
+    result = bisect(COMMITS, planted((at, 0.2)), clock=FakeClock())
+    assert result.outcome == "found" and result.first_bad == COMMITS[at]
+    assert len(result.steps) <= result.planned_steps == 6  # BAD, then 5 halvings of 31 commits
+    assert result.verdict is not None and result.verdict.tests[0].change == pytest.approx(-0.2)
+
+
+def test_bad_is_judged_first_and_nothing_regressed_means_nothing_to_bisect() -> None:
+    calls: list[int] = []
+    result = bisect(COMMITS, planted(calls=calls), clock=FakeClock())
+    assert calls == [30]  # one step: BAD against GOOD, nothing else measured
+    assert result.outcome == "nothing" and result.first_bad is None
+    assert result_lines(result, "v1.0", "main")[0].startswith(NOTHING)
+    assert NOTHING == "BAD is not slower than GOOD: nothing to bisect"
+
+
+def test_a_skipped_commit_is_stepped_around_as_git_bisect_skip_does() -> None:
+    calls: list[int] = []
+    result = bisect(COMMITS, planted((20, 0.2), skip=frozenset({14, 13}), calls=calls), clock=FakeClock())
+    assert result.outcome == "found" and result.first_bad == COMMITS[20]
+    # The middle is skipped, then its nearest untried neighbour (the lower on a tie), then the other one.
+    assert calls[:4] == [30, 14, 13, 15]
+    skipped = [s for s in result.steps if s.judgement.kind == "skip"]
+    assert [s.commit for s in skipped] == [COMMITS[14], COMMITS[13]]
+    assert "skipped: the selected tests do not exist or do not import here" in "\n".join(result_lines(result, "g", "b"))
+
+
+def test_when_every_commit_before_the_bad_one_is_skipped_the_candidates_are_named() -> None:
+    result = bisect(COMMITS, planted((12, 0.2), skip=frozenset({10, 11})), clock=FakeClock())
+    assert result.outcome == "ambiguous" and result.first_bad is None
+    assert result.candidates == tuple(COMMITS[10:13])
+    assert result_lines(result, "g", "b")[0] == (
+        f"the first bad commit is one of {COMMITS[10].short}, {COMMITS[11].short}, {COMMITS[12].short}: "
+        "the commits before the last of them were skipped and could not be judged")
+
+
+def test_a_bad_commit_that_cannot_be_judged_stops_the_search_with_the_reason() -> None:
+    result = bisect(COMMITS, planted((5, 0.2), skip=frozenset({30})), clock=FakeClock())
+    assert result.outcome == "untestable" and len(result.steps) == 1
+    assert result_lines(result, "v1", "main")[0] == (
+        "cannot bisect: BAD (main) could not be judged against GOOD (v1): "
+        "the selected tests do not exist or do not import here")
+
+
+def test_two_regressions_report_the_first_crossing_and_name_the_second_where_seen() -> None:
+    # 10% from commit 8 on, a further 20% from commit 24 on: BAD is 30% slower than GOOD.
+    result = bisect(COMMITS, planted((8, 0.10), (24, 0.20)), clock=FakeClock())
+    assert result.outcome == "found" and result.first_bad == COMMITS[8]
+    assert len(result.further) == 1
+    further = result.further[0]
+    assert further.change == pytest.approx(-0.30) and further.first_change == pytest.approx(-0.10)
+    # The second slowdown lies after the last step consistent with the first, at or before the first beyond it.
+    after, at = COMMITS.index(further.after), COMMITS.index(further.at)
+    assert 8 <= after < 24 <= at
+    text = "\n".join(result_lines(result, "g", "b"))
+    assert f"so a further slowdown lies after {further.after.short} and at or before {further.at.short}" in text
+
+
+def test_a_later_step_within_the_first_commits_interval_is_not_called_a_second_regression() -> None:
+    result = bisect(COMMITS, planted((8, 0.20)), clock=FakeClock())
+    assert result.further == ()
+
+
+def test_the_plan_is_stated_up_front_and_costed_from_the_first_step() -> None:
+    assert planned_steps(1) == 1 and planned_steps(2) == 2 and planned_steps(31) == 6 and planned_steps(32) == 6
+    assert planned_steps(33) == 7
+    assert plan_line("v1", "main", 31, 6) == (
+        "bisecting 31 first-parent commits after v1 up to main: about 6 paired steps (BAD against GOOD first), "
+        "each one paired measurement of the selected tests beside GOOD")
+    assert plan_line("v1", "main", 31, 6, 40.0) == (
+        "bisecting 31 first-parent commits after v1 up to main: about 6 paired steps of about 40 s "
+        "(the first took 40 s): about 4.0 min in all")
+
+
+def test_each_step_is_reported_as_it_ends_and_tabled_with_the_count_and_the_time() -> None:
+    seen: list[str] = []
+    result = bisect(COMMITS, planted((3, 0.2)), on_step=lambda s: seen.append(step_line(s)), clock=FakeClock(20.0))
+    assert len(seen) == len(result.steps)
+    assert seen[0] == (f"step 1: {COMMITS[30].short} 'commit 31' ({COMMITS[30].author_date}): BAD (regressed), "
+                       "throughput -20.0% (99% CI -22.0% to -18.0%) against GOOD [20 s]")
+    lines = result_lines(result, "g", "b")
+    assert lines[:3] == [f"first bad commit: {COMMITS[3].sha}", "  commit 4", f"  author date {COMMITS[3].author_date}"]
+    assert lines[3] == ("  t.py::test_x: throughput -20.0% (99% CI -22.0% to -18.0%) against GOOD, paired verdict "
+                        "REGRESSED: throughput: -20.0%")
+    table = [ln for ln in lines if ln.startswith("| ")]
+    assert len(table) == 1 + len(result.steps)
+    assert table[1] == f"| 1 | {COMMITS[30].short} | commit 31 | BAD (regressed) | -20.0% (99% CI -22.0% to -18.0%) | 20 s |"
+    assert lines[-1] == f"{len(result.steps)} paired steps (planned about 6) over 31 commits in " \
+                        f"{result.elapsed_s / 60:.1f} min"
+
+
+def test_the_json_says_what_the_terminal_says() -> None:
+    result = bisect(COMMITS, planted((8, 0.10), (24, 0.20)), clock=FakeClock())
+    doc = json.loads(json.dumps(result_dict(result, "v1", "main", good_sha="aa", bad_sha="bb",
+                                            selection=("tests/perf",))))
+    assert doc["schema"] == "pytest-tfperf/bisect" and doc["outcome"] == "found"
+    assert doc["first_bad"] == {"sha": COMMITS[8].sha, "subject": "commit 9", "author_date": COMMITS[8].author_date}
+    assert doc["message"] == f"first bad commit: {COMMITS[8].sha}"
+    assert doc["verdict"]["verdict"] == "bad"
+    assert doc["verdict"]["tests"][0]["throughput_change"] == pytest.approx(-0.10)
+    assert len(doc["steps"]) == len(result.steps) and doc["steps"][0]["commit"] == COMMITS[30].sha
+    assert {"step", "commit", "subject", "author_date", "verdict", "elapsed_s", "tests"} <= set(doc["steps"][0])
+    assert doc["further"][0]["at_or_before"] == result.further[0].at.sha
+    assert doc["planned_steps"] == 6 and doc["commits"] == 31 and doc["elapsed_s"] > 0
+
+
+def test_next_probe_prefers_the_middle_then_its_nearest_untried_neighbour() -> None:
+    assert next_probe(-1, 30, set()) == 14
+    assert next_probe(-1, 30, {14}) == 13
+    assert next_probe(-1, 30, {14, 13}) == 15
+    assert next_probe(3, 4, set()) is None
+    assert next_probe(3, 6, {4, 5}) is None
+
+
+def test_an_empty_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="nothing to bisect"):
+        bisect([], planted())
+
+
+def test_the_result_is_frozen() -> None:
+    result = bisect(COMMITS[:2], planted((1, 0.2)), clock=FakeClock())
+    assert isinstance(result, BisectResult)
+    with pytest.raises(AttributeError):
+        result.outcome = "nothing"  # type: ignore[misc]
