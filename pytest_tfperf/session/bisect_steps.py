@@ -33,7 +33,6 @@ from pytest_tfperf.storage.results_json import ResultsDocument, load_results
 # pytest's exit codes after which no results can be expected: interrupted (collection errors: a test module
 # that does not import), internal error, usage error (a path that does not exist), no tests collected.
 _NOT_COLLECTED = {2: "collection failed", 3: "pytest crashed", 4: "usage error", 5: "no tests collected"}
-_WHY_LINE = re.compile(r"(ERROR|Error:|Error\b|not found|no tests ran|no match)")
 
 
 class BisectError(Exception):

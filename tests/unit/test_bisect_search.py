@@ -16,7 +16,10 @@ from pytest_tfperf.gates.bisect_search import (
     next_probe,
     planned_steps,
 )
+from pytest_tfperf.model import Environment
 from pytest_tfperf.reports.bisect_report import NOTHING, plan_line, result_dict, result_lines, step_line
+from pytest_tfperf.session.bisect_steps import judgement_from_results, why_not_collected
+from pytest_tfperf.storage.results_json import ResultsDocument
 
 COMMITS = [Commit(sha=f"{i:02d}" * 20, subject=f"commit {i + 1}", author_date=f"2026-11-{i % 28 + 1:02d}T10:00:00+00:00")
            for i in range(31)]
@@ -178,3 +181,65 @@ def test_the_result_is_frozen() -> None:
     assert isinstance(result, BisectResult)
     with pytest.raises(AttributeError):
         result.outcome = "nothing"  # type: ignore[misc]
+
+
+# --- a step's session results read into a judgement (session/bisect_steps.judgement_from_results) ---
+
+
+def verdict(status: str, change: float, *, memory_regressed: bool = False) -> dict[str, object]:
+    metrics: list[dict[str, object]] = [{"metric": "throughput", "status": "regressed" if status == "regressed" and
+                                         not memory_regressed else "unchanged" if status == "regressed" else status,
+                                         "relative_change": change, "ci_low": change - 0.01, "ci_high": change + 0.01,
+                                         "message": f"throughput {change:+.1%}"}]
+    if memory_regressed:
+        metrics.append({"metric": "peak_tf_allocator[CPU:0]", "status": "regressed", "relative_change": 0.5,
+                        "message": "peak TF memory +50%"})
+    return {"status": status, "metrics": metrics}
+
+
+def doc(verdicts: dict[str, dict[str, object]], compared: dict[str, str]) -> ResultsDocument:
+    return ResultsDocument(environment=Environment(hard=(("cpu_model", "x"),)), measurements=(), verdicts=verdicts,
+                           compared_with=compared)
+
+
+BESIDE = "measured beside /tmp/tfperf-bisect-x/good"
+
+
+def test_a_step_is_bad_when_a_selected_test_regressed_beside_good() -> None:
+    j = judgement_from_results(doc({"a": verdict("regressed", -0.2), "b": verdict("unchanged", 0.0)},
+                                   {"a": BESIDE, "b": BESIDE}), "", None)
+    assert j.kind == "bad" and j.worst() is not None and j.worst().test_id == "a"  # type: ignore[union-attr]
+
+
+def test_a_memory_regression_counts_and_its_message_is_the_one_shown() -> None:
+    j = judgement_from_results(doc({"a": verdict("regressed", -0.01, memory_regressed=True)}, {"a": BESIDE}), "", None)
+    assert j.kind == "bad" and j.tests[0].message == "peak TF memory +50%" and j.tests[0].change == -0.01
+
+
+def test_verdicts_not_measured_beside_good_do_not_count() -> None:
+    out = "t.py::a: not measured beside /tmp/good: /tmp/good has no test t.py::a; judged as without --tfperf-against"
+    j = judgement_from_results(doc({"a": verdict("regressed", -0.2)}, {"a": "stored baseline"}), out, None)
+    assert j.kind == "skip"
+    assert j.reason == f"not measured beside GOOD: no selected test ({out})"
+
+
+def test_a_test_bad_was_judged_on_that_is_missing_here_makes_the_step_a_skip() -> None:
+    j = judgement_from_results(doc({"b": verdict("unchanged", 0.0)}, {"b": BESIDE}), "", ("a",))
+    assert j.kind == "skip" and j.reason.startswith("not measured beside GOOD: a (")
+    # Tests that did not regress at BAD do not decide later steps.
+    j = judgement_from_results(doc({"a": verdict("unchanged", 0.0), "b": verdict("regressed", -0.3)},
+                                   {"a": BESIDE, "b": BESIDE}), "", ("a",))
+    assert j.kind == "good" and [t.test_id for t in j.tests] == ["a"]
+
+
+def test_a_noisy_verdict_is_a_skip_not_a_guess() -> None:
+    j = judgement_from_results(doc({"a": verdict("noisy", -0.06)}, {"a": BESIDE}), "", ("a",))
+    assert j.kind == "skip" and j.reason == "too noisy to decide: throughput -6.0%"
+
+
+def test_why_nothing_was_collected_is_the_telling_line_of_pytests_output() -> None:
+    assert why_not_collected("collecting ...\nE   ModuleNotFoundError: No module named 'x'\n1 error") == \
+        "ModuleNotFoundError: No module named 'x'"
+    assert why_not_collected("ERROR: file or directory not found: t.py\n\nno tests ran") == \
+        "ERROR: file or directory not found: t.py"
+    assert why_not_collected("") == "no output"
