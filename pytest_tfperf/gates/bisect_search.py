@@ -18,6 +18,15 @@ fixed reference keeps each verdict the gate's own (a regression beyond the
 tolerance, confirmed beside a fresh process), and a slowdown spread over
 several small commits still crosses the tolerance somewhere.
 
+When the halving ends, the last commit judged good (the first bad commit's
+parent, unless that is GOOD) is judged once more. A step's verdict errs
+rarely, but a search believes every one: a 10% slowdown judged "good" once
+sends the search past it, and the first bad commit it then reports has a
+parent that is in truth slow. The second look catches that (the parent is
+then bad, and the search goes on below it, from the newest good commit
+under it); it costs one step, which a range of 2**k - 1 commits has to spare
+within the k + 2 steps it is stated at.
+
 A commit that cannot be judged (its tests are missing, do not import, or it
 does not build) is *skipped*, as ``git bisect skip`` does: the search judges
 the untried commit nearest the middle instead. When every commit between
@@ -98,10 +107,11 @@ class Step:
     position: int  # index in the range (0 = the first commit after GOOD)
     judgement: Judgement
     elapsed_s: float
+    again: bool = False  # the first bad commit's parent, judged a second time
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.number, "commit": self.commit.sha, "subject": self.commit.subject,
-                "author_date": self.commit.author_date, "position": self.position,
+                "author_date": self.commit.author_date, "position": self.position, "again": self.again,
                 "elapsed_s": round(self.elapsed_s, 3), **self.judgement.to_dict()}
 
 
@@ -137,10 +147,10 @@ class BisectResult:
 
 
 def planned_steps(commits: int) -> int:
-    """Steps of a search without skips: BAD against GOOD, then halvings until one candidate is left."""
+    """Steps of a search without skips: BAD against GOOD, halvings until one candidate is left, the parent again."""
     if commits <= 0:
         return 0
-    return 1 + (math.ceil(math.log2(commits)) if commits > 1 else 0)
+    return 1 + (math.ceil(math.log2(commits)) + 1 if commits > 1 else 0)
 
 
 def next_probe(good: int, bad: int, skipped: set[int]) -> int | None:
@@ -162,11 +172,11 @@ def bisect(commits: Sequence[Commit], judge: Callable[[Commit], Judgement], *,
     planned = planned_steps(len(commits))
     steps: list[Step] = []
 
-    def run(position: int) -> Judgement:
+    def run(position: int, again: bool = False) -> Judgement:
         began = clock()
         judgement = judge(commits[position])
         step = Step(number=len(steps) + 1, commit=commits[position], position=position, judgement=judgement,
-                    elapsed_s=clock() - began)
+                    elapsed_s=clock() - began, again=again)
         steps.append(step)
         if on_step is not None:
             on_step(step)
@@ -185,23 +195,41 @@ def bisect(commits: Sequence[Commit], judge: Callable[[Commit], Judgement], *,
     judgements = {last: first}
     good, bad = -1, last
     skipped: set[int] = set()
-    while bad - good > 1:
-        probe = next_probe(good, bad, skipped)
-        if probe is None:
+    goods: set[int] = {-1}
+    notes: list[str] = []
+    while True:
+        while bad - good > 1:
+            probe = next_probe(good, bad, skipped)
+            if probe is None:
+                break
+            judgement = run(probe)
+            if judgement.kind == "skip":
+                skipped.add(probe)
+            elif judgement.kind == "bad":
+                judgements[probe] = judgement
+                bad = probe
+            else:
+                goods.add(probe)
+                good = probe
+        if good < 0 or bad - good > 1:
+            break  # the parent is GOOD itself, or skips hide the boundary: nothing to judge again
+        again = run(good, again=True)
+        if again.kind == "good":
             break
-        judgement = run(probe)
-        if judgement.kind == "skip":
-            skipped.add(probe)
-        elif judgement.kind == "bad":
-            judgements[probe] = judgement
-            bad = probe
-        else:
-            good = probe
+        if again.kind == "skip":
+            notes.append(f"the first bad commit's parent {commits[good].short} was judged good, then could not be "
+                         f"judged a second time ({again.reason})")
+            break
+        # The parent is slow after all: the first "good" was wrong, and the search goes on below it.
+        judgements[good] = again
+        goods.discard(good)
+        bad = good
+        good = max(g for g in goods if g < bad)
     further = tuple(_further(commits, bad, judgements))
     if bad - good > 1:  # every commit between them was skipped
         return result("ambiguous", first_bad=None, verdict=judgements[bad],
-                      candidates=tuple(commits[good + 1:bad + 1]), further=further)
-    return result("found", first_bad=commits[bad], verdict=judgements[bad], further=further)
+                      candidates=tuple(commits[good + 1:bad + 1]), further=further, notes=tuple(notes))
+    return result("found", first_bad=commits[bad], verdict=judgements[bad], further=further, notes=tuple(notes))
 
 
 def _further(commits: Sequence[Commit], first: int, judgements: dict[int, Judgement]) -> list[Further]:

@@ -27,7 +27,8 @@ def plan_line(good: str, bad: str, commits: int, steps: int, step_s: float | Non
     what = f"bisecting {commits} first-parent commit{'s' if commits != 1 else ''} after {good} up to {bad}: " \
            f"about {steps} paired step{'s' if steps != 1 else ''}"
     if step_s is None:
-        return what + " (BAD against GOOD first), each one paired measurement of the selected tests beside GOOD"
+        return what + " (BAD against GOOD first, the first bad commit's parent judged twice), each one paired " \
+                      "measurement of the selected tests beside GOOD"
     return f"{what} of about {step_s:.0f} s (the first took {step_s:.0f} s): about {duration(steps * step_s)} in all"
 
 
@@ -42,8 +43,9 @@ def change_text(test: PairedChange | None) -> str:
     return f"{_pct(test.change)}{interval}"
 
 
-def _verdict_word(judgement: Judgement) -> str:
-    return {"bad": "BAD (regressed)", "good": "good", "skip": "skipped"}[judgement.kind]
+def _verdict_word(judgement: Judgement, again: bool = False) -> str:
+    word = {"bad": "BAD (regressed)", "good": "good", "skip": "skipped"}[judgement.kind]
+    return f"{word}, judged again" if again else word
 
 
 def commit_text(commit: Commit) -> str:
@@ -56,7 +58,8 @@ def step_line(step: Step) -> str:
     worst = j.worst()
     tail = f": {j.reason}" if j.kind == "skip" and j.reason else \
         f", throughput {change_text(worst)} against GOOD" if worst is not None and worst.change is not None else ""
-    return f"step {step.number}: {commit_text(step.commit)}: {_verdict_word(j)}{tail} [{duration(step.elapsed_s)}]"
+    return f"step {step.number}: {commit_text(step.commit)}: {_verdict_word(j, step.again)}{tail} " \
+           f"[{duration(step.elapsed_s)}]"
 
 
 def table_lines(steps: tuple[Step, ...]) -> list[str]:
@@ -65,7 +68,7 @@ def table_lines(steps: tuple[Step, ...]) -> list[str]:
     for s in steps:
         j = s.judgement
         worst = j.worst()
-        verdict = _verdict_word(j) + (f": {j.reason}" if j.kind == "skip" and j.reason else "")
+        verdict = _verdict_word(j, s.again) + (f": {j.reason}" if j.kind == "skip" and j.reason else "")
         subject = s.commit.subject.replace("|", "\\|")
         lines.append(f"| {s.number} | {s.commit.short} | {subject} | {verdict} | {change_text(worst)} | "
                      f"{duration(s.elapsed_s)} |")

@@ -80,8 +80,8 @@ def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(
     code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], "HEAD", "--", *FAST, "test_work.py")
 
     assert code == EXIT_OK, out
-    assert "about 4 paired steps (BAD against GOOD first)" in out.splitlines()[0]
-    assert "about 4 paired steps of about" in out  # costed once the first step is measured
+    assert "about 5 paired steps (BAD against GOOD first" in out.splitlines()[0]
+    assert "about 5 paired steps of about" in out  # costed once the first step is measured
     date = git(repo, "log", "-1", "--format=%aI", shas[5])
     assert f"first bad commit: {shas[5]}\n  commit 5\n  author date {date}\n" in out
     assert re.search(r"test_work.py::test_loop: throughput -(99\.9|100\.0)% \(99% CI .*\) against GOOD, paired verdict "
@@ -94,7 +94,7 @@ def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(
     table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(table) == len(doc["steps"]) and doc["steps"][0]["verdict"] == "bad"
     assert [s["commit"][:10] for s in doc["steps"]] == [line.split(" | ")[1] for line in table]
-    assert f"{len(doc['steps'])} paired steps (planned about 4) over 7 commits in" in out
+    assert f"{len(doc['steps'])} paired steps (planned about 5) over 7 commits in" in out
     # The user's checkout: same HEAD, same edits, no worktree left behind.
     assert git(repo, "status", "--porcelain") == status and git(repo, "rev-parse", "HEAD") == head
     assert (repo / "test_work.py").read_text() == "uncommitted edit\n"

@@ -60,7 +60,10 @@ class FakeClock:
 def test_a_single_slowdown_is_found_wherever_it_was_planted_within_the_planned_steps(at: int) -> None:
     result = bisect(COMMITS, planted((at, 0.2)), clock=FakeClock())
     assert result.outcome == "found" and result.first_bad == COMMITS[at]
-    assert len(result.steps) <= result.planned_steps == 6  # BAD, then 5 halvings of 31 commits
+    assert len(result.steps) <= result.planned_steps == 7  # BAD, 5 halvings of 31 commits, the parent again
+    if at > 0:  # the first bad commit's parent is judged twice; GOOD itself never is
+        assert [s.position for s in result.steps if s.again] == [at - 1]
+        assert [s.judgement.kind for s in result.steps if s.position == at - 1] == ["good", "good"]
     assert result.verdict is not None and result.verdict.tests[0].change == pytest.approx(-0.2)
 
 
@@ -115,20 +118,61 @@ def test_two_regressions_report_the_first_crossing_and_name_the_second_where_see
     assert f"so a further slowdown lies after {further.after.short} and at or before {further.at.short}" in text
 
 
+def erring(plant_at: int, wrong_at: set[int]) -> Callable[[Commit], Judgement]:
+    """A 20% slowdown from ``plant_at`` on, judged "good" the first time each commit of ``wrong_at`` is judged."""
+    right = planted((plant_at, 0.2))
+    fooled: set[int] = set()
+
+    def judge(commit: Commit) -> Judgement:
+        position = COMMITS.index(commit)
+        if position in wrong_at and position not in fooled:
+            fooled.add(position)
+            return Judgement("good", tests=(change("t.py::test_x", 0.03),))
+        return right(commit)
+    return judge
+
+
+@pytest.mark.parametrize("wrong_at", [{14}, {14, 22}, {12}, {12, 13}])
+def test_a_slow_commit_once_judged_good_is_caught_by_judging_the_parent_again(wrong_at: set[int]) -> None:
+    # Planted at 12: a false "good" at 14 (a halving; then at 22 too), or at 12 itself sends the search past it;
+    # the parent of the commit it first reports is judged again, found slow, and the search goes on below it.
+    result = bisect(COMMITS, erring(12, wrong_at), clock=FakeClock())
+    assert result.outcome == "found" and result.first_bad == COMMITS[12]
+    assert result.steps[-1].again and result.steps[-1].position == 11 and result.steps[-1].judgement.kind == "good"
+    rechecked_bad = [s for s in result.steps if s.again and s.judgement.kind == "bad"]
+    assert rechecked_bad, "the wrong verdict was never caught"
+
+
+def test_a_parent_that_cannot_be_judged_again_is_said() -> None:
+    calls: list[int] = []
+    base = planted((12, 0.2), calls=calls)
+
+    def judge(commit: Commit) -> Judgement:
+        if COMMITS.index(commit) == 11 and calls.count(11) == 1:
+            calls.append(11)
+            return Judgement("skip", reason="too noisy to decide: ...")
+        return base(commit)
+    result = bisect(COMMITS, judge, clock=FakeClock())
+    assert result.outcome == "found" and result.first_bad == COMMITS[12]
+    assert result.notes == (f"the first bad commit's parent {COMMITS[11].short} was judged good, then could not be "
+                            "judged a second time (too noisy to decide: ...)",)
+    assert result.notes[0] in result_lines(result, "g", "b")
+
+
 def test_a_later_step_within_the_first_commits_interval_is_not_called_a_second_regression() -> None:
     result = bisect(COMMITS, planted((8, 0.20)), clock=FakeClock())
     assert result.further == ()
 
 
 def test_the_plan_is_stated_up_front_and_costed_from_the_first_step() -> None:
-    assert planned_steps(1) == 1 and planned_steps(2) == 2 and planned_steps(31) == 6 and planned_steps(32) == 6
-    assert planned_steps(33) == 7
-    assert plan_line("v1", "main", 31, 6) == (
-        "bisecting 31 first-parent commits after v1 up to main: about 6 paired steps (BAD against GOOD first), "
-        "each one paired measurement of the selected tests beside GOOD")
-    assert plan_line("v1", "main", 31, 6, 40.0) == (
-        "bisecting 31 first-parent commits after v1 up to main: about 6 paired steps of about 40 s "
-        "(the first took 40 s): about 4.0 min in all")
+    assert planned_steps(1) == 1 and planned_steps(2) == 3 and planned_steps(31) == 7 and planned_steps(32) == 7
+    assert planned_steps(33) == 8
+    assert plan_line("v1", "main", 31, 7) == (
+        "bisecting 31 first-parent commits after v1 up to main: about 7 paired steps (BAD against GOOD first, the "
+        "first bad commit's parent judged twice), each one paired measurement of the selected tests beside GOOD")
+    assert plan_line("v1", "main", 31, 7, 40.0) == (
+        "bisecting 31 first-parent commits after v1 up to main: about 7 paired steps of about 40 s "
+        "(the first took 40 s): about 4.7 min in all")
 
 
 def test_each_step_is_reported_as_it_ends_and_tabled_with_the_count_and_the_time() -> None:
@@ -144,7 +188,8 @@ def test_each_step_is_reported_as_it_ends_and_tabled_with_the_count_and_the_time
     table = [ln for ln in lines if ln.startswith("| ")]
     assert len(table) == 1 + len(result.steps)
     assert table[1] == f"| 1 | {COMMITS[30].short} | commit 31 | BAD (regressed) | -20.0% (99% CI -22.0% to -18.0%) | 20 s |"
-    assert lines[-1] == f"{len(result.steps)} paired steps (planned about 6) over 31 commits in " \
+    assert table[-1].startswith(f"| {len(result.steps)} | {COMMITS[2].short} | commit 3 | good, judged again | ")
+    assert lines[-1] == f"{len(result.steps)} paired steps (planned about 7) over 31 commits in " \
                         f"{result.elapsed_s / 60:.1f} min"
 
 
@@ -160,7 +205,7 @@ def test_the_json_says_what_the_terminal_says() -> None:
     assert len(doc["steps"]) == len(result.steps) and doc["steps"][0]["commit"] == COMMITS[30].sha
     assert {"step", "commit", "subject", "author_date", "verdict", "elapsed_s", "tests"} <= set(doc["steps"][0])
     assert doc["further"][0]["at_or_before"] == result.further[0].at.sha
-    assert doc["planned_steps"] == 6 and doc["commits"] == 31 and doc["elapsed_s"] > 0
+    assert doc["planned_steps"] == 7 and doc["commits"] == 31 and doc["elapsed_s"] > 0
 
 
 def test_next_probe_prefers_the_middle_then_its_nearest_untried_neighbour() -> None:
