@@ -9,16 +9,19 @@ policy. The checkout it runs in is never touched.
 Exit status: 0 the search ended (first bad commit found, or nothing to
 bisect, or the candidates named when skips hid it); 2 it could not run (bad
 revisions, a shallow clone, BAD could not be judged, a GOOD that does not
-build); 130 interrupted (its worktrees removed).
+build); 130 interrupted by Ctrl-C or SIGTERM (its worktrees removed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, Step, bisect, planned_steps
@@ -78,6 +81,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, cwd: P
         return EXIT_ERROR
     say(f"tfperf-bisect: {plan_line(args.good, args.bad, len(commits), planned_steps(len(commits)))}")
     worktrees = Worktrees(repo)
+    # A cancelled CI job sends SIGTERM: clean up as for Ctrl-C. (Off the main thread, signals cannot be set.)
+    previous = _on_sigterm_interrupt()
     try:
         result = _search(args, repo, here, good_sha, commits, pytest_args, worktrees, say)
     except KeyboardInterrupt:
@@ -91,6 +96,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, cwd: P
         return EXIT_ERROR
     finally:
         worktrees.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
     bisected, lines = result
     for line in lines:
         say(line)
@@ -103,6 +110,16 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, cwd: P
             say(f"tfperf-bisect: error: --json {args.json}: {exc}")
             return EXIT_ERROR
     return EXIT_ERROR if bisected.outcome == "untestable" else EXIT_OK
+
+
+def _on_sigterm_interrupt() -> object:
+    """SIGTERM raises KeyboardInterrupt from here on; returns the handler it replaced (None off the main thread)."""
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def _search(args: argparse.Namespace, repo: Path, here: Path, good_sha: str, commits: list[Commit],

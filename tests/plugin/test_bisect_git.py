@@ -190,7 +190,8 @@ def test_bad_revisions_are_one_line_errors(tmp_path: Path) -> None:
                     "repository whose history holds the regression\n")
 
 
-def test_ctrl_c_removes_the_worktrees_and_stops_the_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_a_cancelled_job_removes_the_worktrees_and_stops_the_step(tmp_path: Path, sig: int) -> None:
     repo = tmp_path / "repo"
     shas = make_repo(repo, [BASE, BASE, SLOW1000])
     scratch = tmp_path / "tmp"
@@ -199,13 +200,15 @@ def test_ctrl_c_removes_the_worktrees_and_stops_the_step(tmp_path: Path) -> None
     # A long budget: the first step is still measuring when Ctrl-C comes.
     proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.cli.bisect", shas[0], shas[2], "--",
                              "--tfperf-budget=30", "--tfperf-tolerance=90%", "test_work.py"],
-                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            # A suite started in the background inherits SIGINT ignored: give the child a terminal's.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while len(worktrees(repo)) < 3 and time.monotonic() < deadline:  # GOOD's and the first step's
         time.sleep(0.2)
     assert len(worktrees(repo)) == 3, "the step never started"
     time.sleep(2.0)  # inside the step's pytest session
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == EXIT_INTERRUPTED, out
     assert "tfperf-bisect: interrupted: the search stopped and its worktrees were removed (your checkout was not " \
