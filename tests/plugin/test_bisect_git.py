@@ -177,7 +177,7 @@ def test_a_shallow_clone_says_which_fetch_brings_the_history(tmp_path: Path) -> 
                            "GOOD (or git fetch --deepen=N with N the commits missing)")
 
 
-def test_bad_revisions_are_one_line_errors(tmp_path: Path) -> None:
+def test_bad_revisions_and_a_good_that_does_not_build_are_one_line_errors(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     shas = make_repo(repo, [BASE] * 3)
     assert bisect(repo, "no-such-rev", "HEAD") == (
@@ -185,6 +185,10 @@ def test_bad_revisions_are_one_line_errors(tmp_path: Path) -> None:
     assert bisect(repo, shas[2], shas[0])[1] == (
         f"tfperf-bisect: error: GOOD ({shas[2]}) is not an ancestor of BAD ({shas[0]}): bisect needs GOOD in BAD's "
         "history (swap them if BAD is the older one)\n")
+    code, out = bisect(repo, "--build", "echo cannot compile; exit 3", shas[0], shas[2])
+    assert code == EXIT_ERROR and out.splitlines()[-1] == (
+        f"tfperf-bisect: error: GOOD ({shas[0]}) does not build: 'echo cannot compile; exit 3' exited 3: cannot compile")
+    assert len(worktrees(repo)) == 1
     assert bisect(tmp_path, "a", "b") == (
         EXIT_ERROR, f"tfperf-bisect: error: {tmp_path} is not inside a git repository: run tfperf-bisect in the "
                     "repository whose history holds the regression\n")
