@@ -138,10 +138,12 @@ def run_trial(condition: str, number: int, seed: int, budget: float) -> dict[str
     found = doc["first_bad"]["sha"] if doc["first_bad"] else None
     position = shas.index(found) if found in shas else None
     row.update(outcome=doc["outcome"], message=doc["message"], found_position=position, steps=len(doc["steps"]),
+               measurements=doc.get("paired_measurements", len(doc["steps"])),
                planned_steps=doc["planned_steps"], elapsed_s=doc["elapsed_s"],
                step_s=[s["elapsed_s"] for s in doc["steps"]],
                step_positions=[shas.index(s["commit"]) for s in doc["steps"]],
-               step_verdicts=[s["verdict"] for s in doc["steps"]],
+               step_verdicts=[s["verdict"] + ("x2" if s.get("measurements", 1) > 1 else "") + ("(again)" if s.get("again") else "")
+                              for s in doc["steps"]],
                step_changes=[(s["tests"][0]["throughput_change"] if s["tests"] else None) for s in doc["steps"]],
                further=[{"after": shas.index(f["after"]), "at_or_before": shas.index(f["at_or_before"])}
                         for f in doc["further"]])
@@ -154,12 +156,17 @@ def run_trial(condition: str, number: int, seed: int, budget: float) -> dict[str
     return row
 
 
+def _measured(row: dict[str, Any]) -> int:
+    return int(row.get("measurements") or row.get("steps") or 99)
+
+
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out = {}
     for condition in TRIALS:
         rs = [r for r in rows if r["condition"] == condition]
-        hits = sum(1 for r in rs if r["correct"] and (condition == "none" or (r["steps"] or 99) <= MAX_STEPS))
-        steps = [r["steps"] for r in rs if r["steps"] is not None]
+        # A step measured twice (its first verdict too noisy to decide) counts twice against the 7.
+        hits = sum(1 for r in rs if r["correct"] and (condition == "none" or _measured(r) <= MAX_STEPS))
+        steps = [_measured(r) for r in rs if r["steps"] is not None]
         step_s = [s for r in rs for s in r.get("step_s", [])]
         entry: dict[str, Any] = {"trials": len(rs), "planned_trials": TRIALS[condition], "correct": hits,
                                  "target": TARGETS[condition],
@@ -170,8 +177,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         entry["wilson95"] = list(wilson_interval(hits, len(rs))) if rs else None
         full = TRIALS[condition] == DEFAULT_TRIALS[condition] and len(rs) >= TRIALS[condition]
         entry["met"] = (hits >= NEEDED[condition]) if full else None
-        entry["wrong"] = [{k: r.get(k) for k in ("trial", "planted", "outcome", "found_position", "steps", "message")}
-                          for r in rs if not r["correct"] or (condition != "none" and (r["steps"] or 99) > MAX_STEPS)]
+        entry["wrong"] = [{k: r.get(k) for k in ("trial", "planted", "outcome", "found_position", "steps", "measurements", "message")}
+                          for r in rs if not r["correct"] or (condition != "none" and _measured(r) > MAX_STEPS)]
         out[condition] = entry
     return out
 
@@ -191,7 +198,7 @@ def markdown(result: dict[str, Any]) -> str:
              f"chain (~3 ms a call), a slowdown planted at a random commit; `tfperf-bisect GOOD BAD -- "
              f"--tfperf-budget={result['settings']['budget_s']:g} test_bisect.py` (tolerance 10%, the default: "
              "decision threshold 5%), each step one `--tfperf-against` session of that commit beside GOOD.", "",
-             "| condition | trials done (planned) | correct | rate (95% Wilson) | steps (median, max) | "
+             "| condition | trials done (planned) | correct | rate (95% Wilson) | paired measurements (median, max) | "
              "median step | median trial | target | met |",
              "|---|---|---|---|---|---|---|---|---|"]
     labels = {"single": "one 20% slowdown", "double": "10% then 20% (first reported)", "none": "nothing planted"}
@@ -212,7 +219,8 @@ def markdown(result: dict[str, Any]) -> str:
     if wrong:
         lines.append("Trials that missed:")
         lines += [f"- {c} trial {w['trial']}: planted at {w['planted']}, outcome {w['outcome']}, found "
-                  f"{w['found_position']} in {w['steps']} steps: {w['message']}" for c, w in wrong]
+                  f"{w['found_position']} in {w['steps']} steps ({w['measurements']} paired measurements): {w['message']}"
+                  for c, w in wrong]
     else:
         lines.append("No trial missed.")
     lines += ["", f"Wall time so far: {result['wall_s'] / 60:.1f} minutes.", ""]

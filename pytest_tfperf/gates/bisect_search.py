@@ -74,6 +74,7 @@ class PairedChange:
     ci_low: float | None = None
     ci_high: float | None = None
     message: str = ""  # the regressed metric's message, else the throughput metric's
+    threshold: float | None = None  # the throughput decision threshold, as a change (-0.05 at a 10% tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         return {"test_id": self.test_id, "status": self.status, "throughput_change": self.change,
@@ -87,6 +88,8 @@ class Judgement:
     kind: Kind
     reason: str = ""  # why skipped; for bad/good a short summary may be given
     tests: tuple[PairedChange, ...] = ()
+    undecided: bool = False  # a skip that another measurement may decide (too noisy), not a broken commit
+    measurements: int = 1  # paired sessions it took (2: measured again after an undecided first one)
 
     def worst(self) -> PairedChange | None:
         """The regressed test with the largest slowdown, else the test with the lowest throughput change."""
@@ -97,7 +100,8 @@ class Judgement:
         return pool[0] if pool else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.kind, "reason": self.reason, "tests": [t.to_dict() for t in self.tests]}
+        return {"verdict": self.kind, "reason": self.reason, "measurements": self.measurements,
+                "tests": [t.to_dict() for t in self.tests]}
 
 
 @dataclass(frozen=True, slots=True)

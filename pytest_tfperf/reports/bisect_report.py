@@ -58,7 +58,8 @@ def step_line(step: Step) -> str:
     worst = j.worst()
     tail = f": {j.reason}" if j.kind == "skip" and j.reason else \
         f", throughput {change_text(worst)} against GOOD" if worst is not None and worst.change is not None else ""
-    return f"step {step.number}: {commit_text(step.commit)}: {_verdict_word(j, step.again)}{tail} " \
+    twice = " (measured twice: the first was too noisy to decide)" if j.measurements > 1 and j.kind != "skip" else ""
+    return f"step {step.number}: {commit_text(step.commit)}: {_verdict_word(j, step.again)}{twice}{tail} " \
            f"[{duration(step.elapsed_s)}]"
 
 
@@ -68,7 +69,8 @@ def table_lines(steps: tuple[Step, ...]) -> list[str]:
     for s in steps:
         j = s.judgement
         worst = j.worst()
-        verdict = _verdict_word(j, s.again) + (f": {j.reason}" if j.kind == "skip" and j.reason else "")
+        verdict = _verdict_word(j, s.again) + (f": {j.reason}" if j.kind == "skip" and j.reason else "") + \
+            (" (measured twice)" if j.measurements > 1 and j.kind != "skip" else "")
         subject = s.commit.subject.replace("|", "\\|")
         lines.append(f"| {s.number} | {s.commit.short} | {subject} | {verdict} | {change_text(worst)} | "
                      f"{duration(s.elapsed_s)} |")
@@ -108,7 +110,9 @@ def result_lines(result: BisectResult, good: str, bad: str) -> list[str]:
         lines.append("")
         lines.extend(table_lines(result.steps))
         lines.append("")
-    lines.append(f"{len(result.steps)} paired step{'s' if len(result.steps) != 1 else ''} "
+    measured = sum(s.judgement.measurements for s in result.steps)
+    extra = f", {measured} paired measurements" if measured != len(result.steps) else ""
+    lines.append(f"{len(result.steps)} paired step{'s' if len(result.steps) != 1 else ''}{extra} "
                  f"(planned about {result.planned_steps}) over {result.commits} commits in "
                  f"{duration(result.elapsed_s)}")
     return lines
@@ -137,5 +141,6 @@ def result_dict(result: BisectResult, good: str, bad: str, *, good_sha: str = ""
         "commits": result.commits,
         "planned_steps": result.planned_steps,
         "steps": [s.to_dict() for s in result.steps],
+        "paired_measurements": sum(s.judgement.measurements for s in result.steps),
         "elapsed_s": round(result.elapsed_s, 3),
     }

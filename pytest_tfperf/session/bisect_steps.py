@@ -13,6 +13,7 @@ the search ends, is interrupted (Ctrl-C) or fails.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -178,8 +179,13 @@ def _test_change(test_id: str, verdict: Mapping[str, object]) -> PairedChange:
         return float(value) if isinstance(value, (int, float)) else None
 
     return PairedChange(test_id=test_id, status=str(verdict.get("status", "unavailable")),
-                      change=number("relative_change"), ci_low=number("ci_low"), ci_high=number("ci_high"),
-                      message=str(shown.get("message", "")))
+                        change=number("relative_change"), ci_low=number("ci_low"), ci_high=number("ci_high"),
+                        message=str(shown.get("message", "")), threshold=number("decision_threshold"))
+
+
+def _rules_out_a_slowdown(test: PairedChange) -> bool:
+    """A noisy verdict whose 99% interval still lies wholly above the decision threshold: not slower, for sure."""
+    return test.ci_low is not None and test.threshold is not None and test.ci_low > test.threshold
 
 
 def judgement_from_results(doc: ResultsDocument, output: str, expected: Sequence[str] | None) -> Judgement:
@@ -210,9 +216,12 @@ def judgement_from_results(doc: ResultsDocument, output: str, expected: Sequence
         reason = f"not measured beside GOOD: {what}" + (f" ({notice})" if notice else
                                                          f" ({why_not_collected(output)})")
         return Judgement("skip", reason=reason, tests=tuple(tests))
-    noisy = [t for t in tests if t.status == "noisy"]
+    # "Noisy": the comparison could not have caught a slowdown of the full tolerance. For the search that is
+    # no answer, unless the interval itself rules out a slowdown beyond the decision threshold.
+    noisy = [t for t in tests if t.status == "noisy" and not _rules_out_a_slowdown(t)]
     if noisy:
-        return Judgement("skip", reason=f"too noisy to decide: {noisy[0].message}", tests=tuple(tests))
+        return Judgement("skip", reason=f"too noisy to decide: {noisy[0].message}", tests=tuple(tests),
+                         undecided=True)
     return Judgement("good", tests=tuple(tests))
 
 
@@ -245,14 +254,21 @@ class StepRunner:
         return env
 
     def __call__(self, commit: Commit) -> Judgement:
+        """The commit's judgement; a verdict too noisy to decide is measured once more (a fresh session)."""
         tree = self.worktrees.add(commit.sha, f"step-{commit.short}")
         try:
-            return self._judge(tree)
+            first = self._judge(tree, build=True)
+            if not first.undecided:
+                return first
+            again = self._judge(tree, build=False)
+            if again.kind == "skip":
+                return dataclasses.replace(again, reason=f"measured twice, {again.reason}", measurements=2)
+            return dataclasses.replace(again, measurements=2)
         finally:
             self.worktrees.remove(tree)
 
-    def _judge(self, tree: Path) -> Judgement:
-        if self.build:
+    def _judge(self, tree: Path, *, build: bool) -> Judgement:
+        if self.build and build:
             code, out = self.build_tree(tree)
             if code != 0:
                 last = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "no output")

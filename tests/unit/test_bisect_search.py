@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -12,13 +13,14 @@ from pytest_tfperf.gates.bisect_search import (
     Commit,
     Judgement,
     PairedChange,
+    Step,
     bisect,
     next_probe,
     planned_steps,
 )
 from pytest_tfperf.model import Environment
 from pytest_tfperf.reports.bisect_report import NOTHING, plan_line, result_dict, result_lines, step_line
-from pytest_tfperf.session.bisect_steps import judgement_from_results, why_not_collected
+from pytest_tfperf.session.bisect_steps import StepRunner, judgement_from_results, why_not_collected
 from pytest_tfperf.storage.results_json import ResultsDocument
 
 COMMITS = [Commit(sha=f"{i:02d}" * 20, subject=f"commit {i + 1}", author_date=f"2026-11-{i % 28 + 1:02d}T10:00:00+00:00")
@@ -231,10 +233,11 @@ def test_the_result_is_frozen() -> None:
 # --- a step's session results read into a judgement (session/bisect_steps.judgement_from_results) ---
 
 
-def verdict(status: str, change: float, *, memory_regressed: bool = False) -> dict[str, object]:
+def verdict(status: str, change: float, *, memory_regressed: bool = False, spread: float = 0.01) -> dict[str, object]:
     metrics: list[dict[str, object]] = [{"metric": "throughput", "status": "regressed" if status == "regressed" and
                                          not memory_regressed else "unchanged" if status == "regressed" else status,
-                                         "relative_change": change, "ci_low": change - 0.01, "ci_high": change + 0.01,
+                                         "relative_change": change, "ci_low": change - spread,
+                                         "ci_high": change + spread, "decision_threshold": -0.05,
                                          "message": f"throughput {change:+.1%}"}]
     if memory_regressed:
         metrics.append({"metric": "peak_tf_allocator[CPU:0]", "status": "regressed", "relative_change": 0.5,
@@ -277,9 +280,50 @@ def test_a_test_bad_was_judged_on_that_is_missing_here_makes_the_step_a_skip() -
     assert j.kind == "good" and [t.test_id for t in j.tests] == ["a"]
 
 
-def test_a_noisy_verdict_is_a_skip_not_a_guess() -> None:
-    j = judgement_from_results(doc({"a": verdict("noisy", -0.06)}, {"a": BESIDE}), "", ("a",))
-    assert j.kind == "skip" and j.reason == "too noisy to decide: throughput -6.0%"
+def test_a_noisy_verdict_is_a_skip_not_a_guess_unless_its_interval_rules_out_a_slowdown() -> None:
+    j = judgement_from_results(doc({"a": verdict("noisy", -0.01, spread=0.06)}, {"a": BESIDE}), "", ("a",))
+    assert j.kind == "skip" and j.undecided and j.reason == "too noisy to decide: throughput -1.0%"
+    # The comparison could not catch the full tolerance, but its 99% interval (-3% to +5%) lies above -5%.
+    j = judgement_from_results(doc({"a": verdict("noisy", 0.01, spread=0.04)}, {"a": BESIDE}), "", ("a",))
+    assert j.kind == "good"
+
+
+class FakeWorktrees:
+    def __init__(self, root: Path) -> None:
+        self.root, self.added, self.removed = root, [], []  # type: ignore[var-annotated]
+
+    def add(self, sha: str, name: str) -> Path:
+        self.added.append(sha)
+        return self.root / name
+
+    def remove(self, path: Path) -> None:
+        self.removed.append(path)
+
+
+@pytest.mark.parametrize("second,kind,reason", [
+    (Judgement("good"), "good", ""),
+    (Judgement("skip", reason="too noisy to decide: x", undecided=True), "skip", "measured twice, too noisy to decide: x"),
+])
+def test_a_step_too_noisy_to_decide_is_measured_once_more_in_the_same_worktree(
+        tmp_path: Path, second: Judgement, kind: str, reason: str) -> None:
+    answers = [Judgement("skip", reason="too noisy to decide: x", undecided=True), second]
+    worktrees = FakeWorktrees(tmp_path)
+    runner = StepRunner(repo=tmp_path, worktrees=worktrees, good_tree=tmp_path / "good", pytest_args=(),  # type: ignore[arg-type]
+                        invocation_dir=tmp_path)
+    builds: list[bool] = []
+
+    def judge(tree: Path, *, build: bool) -> Judgement:
+        builds.append(build)
+        return answers.pop(0)
+    runner._judge = judge  # type: ignore[method-assign]
+    got = runner(COMMITS[3])
+    assert got.kind == kind and got.measurements == 2 and got.reason == reason
+    assert builds == [True, False] and worktrees.added == [COMMITS[3].sha] and len(worktrees.removed) == 1
+    step = Step(number=2, commit=COMMITS[3], position=3, judgement=got, elapsed_s=50.0)
+    result = BisectResult(outcome="nothing", commits=31, planned_steps=7, steps=(step,), elapsed_s=50.0)
+    assert result_lines(result, "g", "b")[-1] == "1 paired step, 2 paired measurements (planned about 7) over 31 " \
+                                                  "commits in 50 s"
+    assert result_dict(result, "g", "b")["paired_measurements"] == 2
 
 
 def test_why_nothing_was_collected_is_the_telling_line_of_pytests_output() -> None:
