@@ -27,6 +27,14 @@ then bad, and the search goes on below it, from the newest good commit
 under it); it costs one step, which a range of 2**k - 1 commits has to spare
 within the k + 2 steps it is stated at.
 
+The first bad commit is judged again too, but only when its verdict was weak:
+its 99% interval reaches above the decision threshold (a change that would
+not be a regression is inside it), the gate's own sign of borderline
+evidence. A false alarm on a loaded machine looks like that (-5.9% against a
+5% threshold), a 20% slowdown does not. Judged good the second time, it is
+dropped and the search goes on above it. BAD itself is not judged again: its
+verdict is the one the search set out from.
+
 A commit that cannot be judged (its tests are missing, do not import, or it
 does not build) is *skipped*, as ``git bisect skip`` does: the search judges
 the untried commit nearest the middle instead. When every commit between
@@ -200,6 +208,7 @@ def bisect(commits: Sequence[Commit], judge: Callable[[Commit], Judgement], *,
     good, bad = -1, last
     skipped: set[int] = set()
     goods: set[int] = {-1}
+    rechecked: set[int] = set()
     notes: list[str] = []
     while True:
         while bad - good > 1:
@@ -215,8 +224,23 @@ def bisect(commits: Sequence[Commit], judge: Callable[[Commit], Judgement], *,
             else:
                 goods.add(probe)
                 good = probe
-        if good < 0 or bad - good > 1:
-            break  # the parent is GOOD itself, or skips hide the boundary: nothing to judge again
+        if bad - good > 1:
+            break  # skips hide the boundary: nothing to judge again
+        if bad != last and bad not in rechecked and _weak(judgements[bad]):
+            rechecked.add(bad)
+            second = run(bad, again=True)
+            if second.kind == "good":  # a false alarm: the search goes on above it
+                del judgements[bad]
+                goods.add(bad)
+                good, bad = bad, min(p for p in judgements if p > bad)
+                continue
+            if second.kind == "bad":
+                judgements[bad] = second
+            else:
+                notes.append(f"the first bad commit {commits[bad].short} was judged bad on weak evidence, then could "
+                             f"not be judged a second time ({second.reason})")
+        if good < 0:
+            break  # the parent is GOOD itself
         again = run(good, again=True)
         if again.kind == "good":
             break
@@ -234,6 +258,13 @@ def bisect(commits: Sequence[Commit], judge: Callable[[Commit], Judgement], *,
         return result("ambiguous", first_bad=None, verdict=judgements[bad],
                       candidates=tuple(commits[good + 1:bad + 1]), further=further, notes=tuple(notes))
     return result("found", first_bad=commits[bad], verdict=judgements[bad], further=further, notes=tuple(notes))
+
+
+def _weak(judgement: Judgement) -> bool:
+    """A bad verdict whose regressed tests' 99% intervals all reach above the decision threshold."""
+    regressed = [t for t in judgement.tests if t.status == "regressed"]
+    return bool(regressed) and all(t.ci_high is not None and t.threshold is not None and t.ci_high > t.threshold
+                                   for t in regressed)
 
 
 def _further(commits: Sequence[Commit], first: int, judgements: dict[int, Judgement]) -> list[Further]:

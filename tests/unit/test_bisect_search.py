@@ -145,6 +145,40 @@ def test_a_slow_commit_once_judged_good_is_caught_by_judging_the_parent_again(wr
     assert rechecked_bad, "the wrong verdict was never caught"
 
 
+def weak_alarm(plant_at: int, alarm_at: int, *, repeat: bool = False) -> Callable[[Commit], Judgement]:
+    """A 20% slowdown from ``plant_at`` on; ``alarm_at`` (before it) judged a weak regression the first time."""
+    right = planted((plant_at, 0.2))
+    seen: list[int] = []
+
+    def judge(commit: Commit) -> Judgement:
+        position = COMMITS.index(commit)
+        if position == alarm_at and (repeat or position not in seen):
+            seen.append(position)
+            weak = PairedChange(test_id="t.py::test_x", status="regressed", change=-0.059, ci_low=-0.08,
+                                ci_high=-0.04, threshold=-0.05)
+            return Judgement("bad", tests=(weak,))
+        return right(commit)
+    return judge
+
+
+def test_a_weak_first_bad_verdict_is_judged_again_and_a_false_alarm_dropped() -> None:
+    # Planted at 30 (BAD itself); commit 22 once measured -5.9%, its interval (-8% to -4%) reaching above -5%.
+    result = bisect(COMMITS, weak_alarm(30, 22), clock=FakeClock())
+    assert result.outcome == "found" and result.first_bad == COMMITS[30]
+    assert [(s.position, s.judgement.kind) for s in result.steps if s.again][0] == (22, "good")
+
+
+def test_a_weak_first_bad_verdict_that_holds_is_kept() -> None:
+    result = bisect(COMMITS, weak_alarm(30, 22, repeat=True), clock=FakeClock())
+    assert result.outcome == "found" and result.first_bad == COMMITS[22]
+    assert [(s.position, s.judgement.kind) for s in result.steps if s.again] == [(22, "bad"), (21, "good")]
+
+
+def test_a_strong_first_bad_verdict_is_not_judged_again() -> None:
+    result = bisect(COMMITS, planted((12, 0.2)), clock=FakeClock())
+    assert [s.position for s in result.steps if s.again] == [11]  # only the parent
+
+
 def test_a_parent_that_cannot_be_judged_again_is_said() -> None:
     calls: list[int] = []
     base = planted((12, 0.2), calls=calls)
