@@ -107,13 +107,22 @@ def argument_in_tree(argument: str, current_root: Path, tree: Path) -> str:
 
 
 def partner_environment(tree: Path, base: dict[str, str], fds: str) -> dict[str, str]:
-    """The environment of the partner: its tree's code first on the import path.
+    """The environment of the partner: its tree's code first on the import path (``tree_environment``)."""
+    env = tree_environment(tree, base)
+    env[ENV_FDS] = fds
+    return env
+
+
+def tree_environment(tree: Path, base: dict[str, str]) -> dict[str, str]:
+    """The environment of a pytest session run in ``tree``: its code first on the import path.
 
     Except pytest-tfperf itself: when the tree is a checkout of this plugin,
-    the partner must still load the plugin of this session, which speaks its
-    protocol (the catalog then comes from this session's code too).
+    the session must still load the plugin of this process, which speaks its
+    protocol (the catalog then comes from this process's code too). Used for
+    the partner and for ``tfperf-bisect``'s steps.
     """
     env = dict(base)
+    env.pop(ENV_FDS, None)
     paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
     if (tree / "pytest_tfperf").is_dir():
         import pytest_tfperf
@@ -122,6 +131,5 @@ def partner_environment(tree: Path, base: dict[str, str], fds: str) -> dict[str,
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
-    env[ENV_FDS] = fds
-    env.pop("GITHUB_STEP_SUMMARY", None)  # the summary is this session's to write
+    env.pop("GITHUB_STEP_SUMMARY", None)  # the summary is the calling session's (or command's) to write
     return env

@@ -1,0 +1,146 @@
+"""What ``tfperf-bisect`` says: the plan up front, one line per step, the table and the result; and its JSON.
+
+Pure formatting of ``gates.bisect_search`` results (returns lines and dicts, never prints).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, Step, PairedChange
+
+JSON_SCHEMA = "pytest-tfperf/bisect"
+JSON_VERSION = 1
+NOTHING = "BAD is not slower than GOOD: nothing to bisect"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def plan_line(good: str, bad: str, commits: int, steps: int, step_s: float | None = None) -> str:
+    """The whole search stated before it runs: commits, steps, and (once one step is measured) their cost."""
+    what = f"bisecting {commits} first-parent commit{'s' if commits != 1 else ''} after {good} up to {bad}: " \
+           f"about {steps} paired step{'s' if steps != 1 else ''}"
+    if step_s is None:
+        return what + " (BAD against GOOD first, the first bad commit's parent judged twice), each one paired " \
+                      "measurement of the selected tests beside GOOD"
+    return f"{what} of about {step_s:.0f} s (the first took {step_s:.0f} s): about {duration(steps * step_s)} in all"
+
+
+def _pct(value: float | None) -> str:
+    return "?" if value is None else f"{value * 100:+.1f}%"
+
+
+def change_text(test: PairedChange | None) -> str:
+    if test is None or test.change is None:
+        return "-"
+    interval = f" (99% CI {_pct(test.ci_low)} to {_pct(test.ci_high)})" if test.ci_low is not None else ""
+    return f"{_pct(test.change)}{interval}"
+
+
+def _verdict_word(judgement: Judgement, again: bool = False) -> str:
+    word = {"bad": "BAD (regressed)", "good": "good", "skip": "skipped"}[judgement.kind]
+    return f"{word}, judged again" if again else word
+
+
+def commit_text(commit: Commit) -> str:
+    return f"{commit.short} {commit.subject!r} ({commit.author_date})"
+
+
+def step_line(step: Step) -> str:
+    """One line as a step finishes."""
+    j = step.judgement
+    worst = j.worst()
+    tail = f": {j.reason}" if j.kind == "skip" and j.reason else \
+        f", throughput {change_text(worst)} against GOOD" if worst is not None and worst.change is not None else ""
+    twice = " (measured twice: the first was too noisy to decide)" if j.measurements > 1 and j.kind != "skip" else ""
+    return f"step {step.number}: {commit_text(step.commit)}: {_verdict_word(j, step.again)}{twice}{tail} " \
+           f"[{duration(step.elapsed_s)}]"
+
+
+def table_lines(steps: tuple[Step, ...]) -> list[str]:
+    lines = ["| step | commit | subject | verdict against GOOD | throughput change (99% CI) | time |",
+             "|---|---|---|---|---|---|"]
+    for s in steps:
+        j = s.judgement
+        worst = j.worst()
+        verdict = _verdict_word(j, s.again) + (f": {j.reason}" if j.kind == "skip" and j.reason else "") + \
+            (" (measured twice)" if j.measurements > 1 and j.kind != "skip" else "")
+        subject = s.commit.subject.replace("|", "\\|")
+        lines.append(f"| {s.number} | {s.commit.short} | {subject} | {verdict} | {change_text(worst)} | "
+                     f"{duration(s.elapsed_s)} |")
+    return lines
+
+
+def result_lines(result: BisectResult, good: str, bad: str) -> list[str]:
+    """The result in words, then the step table, then the cost."""
+    lines: list[str] = []
+    if result.outcome == "nothing":
+        worst = result.steps[0].judgement.worst() if result.steps else None
+        lines.append(f"{NOTHING} (no selected test regressed beyond its tolerance; "
+                     f"throughput {change_text(worst)})")
+    elif result.outcome == "untestable":
+        lines.append(f"cannot bisect: BAD ({bad}) could not be judged against GOOD ({good}): {result.reason}")
+    elif result.outcome == "ambiguous":
+        names = ", ".join(c.short for c in result.candidates)
+        lines.append(f"the first bad commit is one of {names}: the commits before the last of them were skipped "
+                     "and could not be judged")
+    else:
+        assert result.first_bad is not None and result.verdict is not None
+        lines.append(f"first bad commit: {result.first_bad.sha}")
+        lines.append(f"  {result.first_bad.subject}")
+        lines.append(f"  author date {result.first_bad.author_date}")
+    if result.verdict is not None and result.outcome in ("found", "ambiguous"):
+        for test in result.verdict.tests:
+            if test.status == "regressed":
+                lines.append(f"  {test.test_id}: throughput {change_text(test)} against GOOD, paired verdict "
+                             f"REGRESSED: {test.message}")
+    for f in result.further:
+        lines.append(f"another regression was seen: {f.test_id} measured {_pct(f.change)} at {f.at.short} against "
+                     f"{_pct(f.first_change)} at the first bad commit, so a further slowdown lies after "
+                     f"{f.after.short} and at or before {f.at.short} (bisect again: tfperf-bisect {f.after.short} "
+                     f"{f.at.short})")
+    lines.extend(result.notes)
+    if result.steps:
+        lines.append("")
+        lines.extend(table_lines(result.steps))
+        lines.append("")
+    measured = sum(s.judgement.measurements for s in result.steps)
+    extra = f", {measured} paired measurements" if measured != len(result.steps) else ""
+    lines.append(f"{len(result.steps)} paired step{'s' if len(result.steps) != 1 else ''}{extra} "
+                 f"(planned about {result.planned_steps}) over {result.commits} commits in "
+                 f"{duration(result.elapsed_s)}")
+    return lines
+
+
+def result_dict(result: BisectResult, good: str, bad: str, *, good_sha: str = "", bad_sha: str = "",
+                selection: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The JSON document: what the terminal says, as data."""
+    def commit(c: Commit | None) -> dict[str, str] | None:
+        return None if c is None else {"sha": c.sha, "subject": c.subject, "author_date": c.author_date}
+
+    return {
+        "schema": JSON_SCHEMA,
+        "version": JSON_VERSION,
+        "good": {"rev": good, "sha": good_sha},
+        "bad": {"rev": bad, "sha": bad_sha},
+        "selection": list(selection),
+        "outcome": result.outcome,
+        "message": result_lines(result, good, bad)[0],
+        "first_bad": commit(result.first_bad),
+        "verdict": None if result.verdict is None else result.verdict.to_dict(),
+        "candidates": [commit(c) for c in result.candidates],
+        "further": [f.to_dict() for f in result.further],
+        "reason": result.reason,
+        "notes": list(result.notes),
+        "commits": result.commits,
+        "planned_steps": result.planned_steps,
+        "steps": [s.to_dict() for s in result.steps],
+        "paired_measurements": sum(s.judgement.measurements for s in result.steps),
+        "elapsed_s": round(result.elapsed_s, 3),
+    }

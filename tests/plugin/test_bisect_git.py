@@ -1,0 +1,229 @@
+"""tfperf-bisect end to end: real git repositories made here, real step sessions beside GOOD, the user's tree untouched.
+
+Each repository's test is a cheap Python loop whose size is set per commit;
+planted slowdowns are 10x and 1000x and the tolerance is 90% (the plugin
+tests' fast settings), so nothing here depends on the speed of the machine.
+How well the search does on real, 10-20% TensorFlow slowdowns is measured in
+benchmarks/bisect_validation.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_tfperf.cli.bisect import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, main
+
+FAST = ["--tfperf-budget=0.3", "--tfperf-tolerance=90%"]
+BASE, SLOW10, SLOW1000 = 1_000, 10_000, 1_000_000
+
+MODULE = """# commit {index}
+N = {n}
+
+def test_loop(tfperf):
+    tfperf(lambda: sum(range(N)), items=1)
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                          capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def make_repo(path: Path, sizes: list[int | None], special: dict[int, str] | None = None) -> list[str]:
+    """One commit per entry: the loop's size (None: the test file deleted); ``special`` replaces a commit's module."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q")
+    (path / "pytest.ini").write_text("[pytest]\n")
+    shas = []
+    for index, n in enumerate(sizes):
+        module = path / "test_work.py"
+        text = (special or {}).get(index)
+        if n is None:
+            module.unlink(missing_ok=True)
+        else:
+            module.write_text(text if text is not None else MODULE.format(index=index, n=n))
+        (path / "history.txt").write_text(f"commit {index}\n")
+        git(path, "add", "-A")
+        git(path, "commit", "-qm", f"commit {index}")
+        shas.append(git(path, "rev-parse", "HEAD"))
+    return shas
+
+
+def bisect(repo: Path, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(args), out=out, cwd=repo)
+    return code, out.getvalue()
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [ln for ln in git(repo, "worktree", "list").splitlines() if ln]
+
+
+def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [BASE] * 5 + [SLOW1000] * 3)  # commit 5 makes test_loop 1000x slower
+    (repo / "test_work.py").write_text("uncommitted edit\n")  # a dirty tree: must survive untouched
+    (repo / "scratch.txt").write_text("untracked\n")
+    status, head = git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")
+
+    code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], "HEAD", "--", *FAST, "test_work.py")
+
+    assert code == EXIT_OK, out
+    assert "about 5 paired steps (BAD against GOOD first" in out.splitlines()[0]
+    assert "about 5 paired steps of about" in out  # costed once the first step is measured
+    date = git(repo, "log", "-1", "--format=%aI", shas[5])
+    assert f"first bad commit: {shas[5]}\n  commit 5\n  author date {date}\n" in out
+    assert re.search(r"test_work.py::test_loop: throughput -(99\.9|100\.0)% \(99% CI .*\) against GOOD, paired verdict "
+                     r"REGRESSED: throughput: ", out)
+    assert "| step | commit | subject | verdict against GOOD | throughput change (99% CI) | time |" in out
+    assert f"| 1 | {shas[7][:10]} | commit 7 | BAD (regressed) |" in out
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["outcome"] == "found" and doc["first_bad"]["sha"] == shas[5] and doc["first_bad"]["author_date"] == date
+    assert doc["bad"] == {"rev": "HEAD", "sha": shas[7]}
+    table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(table) == len(doc["steps"]) and doc["steps"][0]["verdict"] == "bad"
+    assert [s["commit"][:10] for s in doc["steps"]] == [line.split(" | ")[1] for line in table]
+    assert f"{len(doc['steps'])} paired steps (planned about 5) over 7 commits in" in out
+    # The user's checkout: same HEAD, same edits, no worktree left behind.
+    assert git(repo, "status", "--porcelain") == status and git(repo, "rev-parse", "HEAD") == head
+    assert (repo / "test_work.py").read_text() == "uncommitted edit\n"
+    assert len(worktrees(repo)) == 1
+
+
+def test_commits_that_do_not_import_lack_the_test_or_do_not_build_are_skipped(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    sizes: list[int | None] = [BASE, BASE, BASE, None, BASE, BASE, SLOW1000, SLOW1000]
+    shas = make_repo(repo, sizes, special={2: "import no_such_module_here\n"})
+    # Commit 2 does not import, commit 3 lacks the test, commit 4 does not build: the search steps around them
+    # (the middle, 3, then its neighbours 2 and 4) and still finds commit 6.
+    build = (f"{sys.executable} -c \"import pathlib, sys; "
+             f"sys.exit('build broken' if 'commit 4' in pathlib.Path('history.txt').read_text() else 0)\"")
+    code, out = bisect(repo, "--build", build, shas[0], shas[7], "--", *FAST, "test_work.py")
+    assert code == EXIT_OK, out
+    assert f"first bad commit: {shas[6]}" in out
+    assert f"{shas[2][:10]} 'commit 2'" in out and "skipped: the selected tests do not exist or do not import here" \
+                                                     " (collection failed: ModuleNotFoundError: No module named " \
+                                                     "'no_such_module_here')" in out
+    assert f"{shas[3][:10]} 'commit 3'" in out and "(usage error: ERROR: file or directory not found: " \
+                                                     "test_work.py)" in out
+    assert f"{shas[4][:10]} 'commit 4'" in out and "skipped: does not build: the build command exited 1: build " \
+                                                     "broken" in out
+    assert len(worktrees(repo)) == 1
+
+
+def test_two_regressions_report_the_first_crossing_and_name_the_other(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [BASE] * 3 + [SLOW10] * 3 + [SLOW1000] * 2)  # 10x at commit 3, 1000x at commit 6
+    code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], shas[7], "--", *FAST, "test_work.py")
+    assert code == EXIT_OK, out
+    assert f"first bad commit: {shas[3]}" in out
+    assert re.search(r"another regression was seen: test_work.py::test_loop measured -(99\.9|100\.0)% at "
+                     rf"{shas[7][:10]} against -\d+\.\d% at the first bad commit, so a further slowdown lies after", out)
+    doc = json.loads((tmp_path / "b.json").read_text())
+    further = doc["further"][0]
+    after, at = shas.index(further["after"]), shas.index(further["at_or_before"])
+    assert 3 <= after < 6 <= at
+
+
+def test_no_regression_means_nothing_to_bisect_after_one_step(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [BASE] * 6)
+    code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], shas[5], "--", *FAST, "test_work.py")
+    assert code == EXIT_OK, out
+    assert "BAD is not slower than GOOD: nothing to bisect (no selected test regressed beyond its tolerance" in out
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["outcome"] == "nothing" and len(doc["steps"]) == 1 and doc["message"].startswith(
+        "BAD is not slower than GOOD: nothing to bisect")
+
+
+def test_a_test_good_lacks_cannot_be_bisected_and_says_why(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [None, BASE, SLOW1000])
+    code, out = bisect(repo, shas[0], shas[2], "--", *FAST, "test_work.py")
+    assert code == EXIT_ERROR
+    assert f"cannot bisect: BAD ({shas[2]}) could not be judged against GOOD ({shas[0]}): not measured beside " \
+           "GOOD: no selected test" in out
+
+
+def test_a_shallow_clone_says_which_fetch_brings_the_history(tmp_path: Path) -> None:
+    origin = tmp_path / "origin"
+    shas = make_repo(origin, [BASE] * 6)
+    git(origin, "tag", "v0", shas[0])
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth", "2", f"file://{origin}", str(clone))
+
+    code, out = bisect(clone, shas[0], "HEAD")
+    assert code == EXIT_ERROR
+    assert out.strip() == (f"tfperf-bisect: error: GOOD {shas[0]} is not in this shallow clone: fetch the history "
+                           f"first, e.g. git fetch --unshallow (or git fetch origin {shas[0]} for a branch or tag)")
+
+    git(clone, "fetch", "-q", "--depth", "1", "origin", "tag", "v0")  # GOOD is here now, its history still cut
+    code, out = bisect(clone, "v0", "HEAD")
+    assert code == EXIT_ERROR
+    date = git(origin, "log", "-1", "--format=%cI", shas[0])[:10]
+    assert out.strip() == ("tfperf-bisect: error: this is a shallow clone and its history stops before GOOD (v0): "
+                           f"run git fetch --unshallow, or git fetch --shallow-since={date} to fetch only back to "
+                           "GOOD (or git fetch --deepen=N with N the commits missing)")
+
+
+def test_bad_revisions_and_a_good_that_does_not_build_are_one_line_errors(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [BASE] * 3)
+    assert bisect(repo, "no-such-rev", "HEAD") == (
+        EXIT_ERROR, f"tfperf-bisect: error: GOOD no-such-rev: not a commit of the repository at {repo}\n")
+    assert bisect(repo, shas[2], shas[0])[1] == (
+        f"tfperf-bisect: error: GOOD ({shas[2]}) is not an ancestor of BAD ({shas[0]}): bisect needs GOOD in BAD's "
+        "history (swap them if BAD is the older one)\n")
+    code, out = bisect(repo, "--build", "echo cannot compile; exit 3", shas[0], shas[2])
+    assert code == EXIT_ERROR and out.splitlines()[-1] == (
+        f"tfperf-bisect: error: GOOD ({shas[0]}) does not build: 'echo cannot compile; exit 3' exited 3: cannot compile")
+    assert len(worktrees(repo)) == 1
+    assert bisect(tmp_path, "a", "b") == (
+        EXIT_ERROR, f"tfperf-bisect: error: {tmp_path} is not inside a git repository: run tfperf-bisect in the "
+                    "repository whose history holds the regression\n")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_a_cancelled_job_removes_the_worktrees_and_stops_the_step(tmp_path: Path, sig: int) -> None:
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [BASE, BASE, SLOW1000])
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch))
+    # A long budget: the first step is still measuring when Ctrl-C comes.
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.cli.bisect", shas[0], shas[2], "--",
+                             "--tfperf-budget=30", "--tfperf-tolerance=90%", "test_work.py"],
+                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            # A suite started in the background inherits SIGINT ignored: give the child a terminal's.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while len(worktrees(repo)) < 3 and time.monotonic() < deadline:  # GOOD's and the first step's
+        time.sleep(0.2)
+    assert len(worktrees(repo)) == 3, "the step never started"
+    time.sleep(2.0)  # inside the step's pytest session
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, out
+    assert "tfperf-bisect: interrupted: the search stopped and its worktrees were removed (your checkout was not " \
+           "touched)" in out
+    assert len(worktrees(repo)) == 1
+    assert list(scratch.iterdir()) == []  # the temporary directory of the worktrees is gone too
+
+
+@pytest.mark.parametrize("argv", [["--help"]])
+def test_the_command_documents_itself(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 0
+    assert "Everything after GOOD and BAD goes to pytest" in capsys.readouterr().out
