@@ -42,6 +42,10 @@ class Group:
     per_window: tuple[float, ...]  # seconds of self time per iteration, one per window
     per_element: float | None = None  # stages: seconds per element they produced
     parallel: bool | None = None  # stages: whether it ran on more than one thread
+    # Op groups: seconds one traced op event took, on average. At host tracer level 2 TensorFlow traces an op only
+    # while its executor's cost model deems it expensive, so ops of a few microseconds are traced in some windows
+    # and processes and not in others (attribution.SHORT_EVENT_S). Optional in the stored form: older profiles lack it.
+    per_event: float | None = None
 
     @property
     def mean(self) -> float:
@@ -147,6 +151,8 @@ def _group_dict(group: Group) -> dict[str, Any]:
         out["per_element"] = round(group.per_element * 1e6, 1)
     if group.parallel is not None:
         out["parallel"] = group.parallel
+    if group.per_event is not None:
+        out["per_event"] = round(group.per_event * 1e6, 2)
     return out
 
 
@@ -159,7 +165,9 @@ def _group_from(data: Mapping[str, Any], windows: int) -> Group:
         raise ValueError(f"group {data['key']!r} has {len(per_window)} windows, the profile {windows}")
     per_element = data.get("per_element")
     parallel = data.get("parallel")
+    per_event = data.get("per_event")
     return Group(key=str(data["key"]), kind=kind, label=str(data["label"]),
                  families=tuple(str(f) for f in data.get("families", ())), per_window=per_window,
                  per_element=None if per_element is None else float(per_element) / 1e6,
-                 parallel=None if parallel is None else bool(parallel))
+                 parallel=None if parallel is None else bool(parallel),
+                 per_event=None if per_event is None else float(per_event) / 1e6)

@@ -30,7 +30,7 @@ import importlib
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,9 @@ class _Read:
     stage_parallel: dict[str, list[bool]]  # stage group -> per window: ran as a parallel transformation
     input_wait: list[float]  # ps per window
     get_next: list[int]  # per window
+    # group -> per window: the op events with self time counted in it (how long one traced op took, on average:
+    # see ``Group.per_event``)
+    op_events: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
@@ -153,7 +156,8 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
     read = _Read(windows=windows, sides=sides, self_time=defaultdict(lambda: [0.0] * k),
                  families=defaultdict(lambda: [Counter() for _ in range(k)]), kinds={},
                  stage_events=defaultdict(lambda: [0] * k), stage_threads=defaultdict(lambda: [set() for _ in range(k)]),
-                 stage_parallel=defaultdict(lambda: [False] * k), input_wait=[0.0] * k, get_next=[0] * k)
+                 stage_parallel=defaultdict(lambda: [False] * k), input_wait=[0.0] * k, get_next=[0] * k,
+                 op_events=defaultdict(lambda: [0] * k))
     tables: dict[bool, dict[int, tuple[int, str | None, str | None, bool, bool, bool]]] = {False: {}, True: {}}
     seen = 0
     for line in plane.lines:
@@ -228,7 +232,7 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
                     read.get_next[window] += 1
             stack_end.append(end)
             stack_index.append(index)
-        self_time, families = read.self_time, read.families
+        self_time, families, op_events = read.self_time, read.families, read.op_events
         for index in range(n):
             window = windows_of[index]
             group = groups_of[index]
@@ -243,6 +247,7 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
             family = fams[index]
             if family is not None:
                 families[group][window][family] += own
+                op_events[group][window] += 1
     return read
 
 
@@ -320,8 +325,12 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
         for w in chosen:
             fam.update(read.families[key][w])
         fams = tuple(f for f, _ in fam.most_common(3))
+        # the group's time (its ops with what ran inside them) over its op events: one op's time, on average
+        ops = sum(read.op_events[key][w] for w in chosen) if key in read.op_events else 0
+        op_time = sum(mine)
         built.append(Group(key=key, kind=kind, label=label, families=fams, per_window=per_window,
-                           per_element=per_element, parallel=parallel))
+                           per_element=per_element, parallel=parallel,
+                           per_event=op_time * 1e-12 / ops if ops else None))
     built.sort(key=lambda g: -g.mean)
     stages = [g for g in built if g.kind == "stage"][:max_stages]
     rest = [g for g in built if g.kind != "stage"]

@@ -193,6 +193,11 @@ def _explanation_view(data: Mapping[str, Any], what: str) -> ExplanationView | N
     factor = as_float(data.get("common_factor"))
     if factor_delta and factor is not None:
         parts.append(ExplanationPart(f"every group x{factor:.2f}", "", factor_delta, None))
+    input_delta = as_float(data.get("input_factor" + suffix))
+    input_factor = as_float(data.get("input_factor"))
+    if input_delta and input_factor is not None:
+        parts.append(ExplanationPart(f"the whole pipeline x{input_factor:.2f} (the consumer's wait)", "",
+                                     input_delta, None))
     causes = data.get("causes")
     for c in causes if isinstance(causes, list) else ():
         if isinstance(c, Mapping) and as_float(c.get("delta" + suffix)) is not None:

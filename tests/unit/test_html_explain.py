@@ -82,3 +82,13 @@ def test_a_pipeline_that_changed_shape_is_a_note() -> None:
                         "delta_ms": 0.1, "noise_ms": 0.5, "base_parallel": True, "current_parallel": False}]
     (x,) = explanation_views(att)
     assert "tf.data runs differently: Batch/Map sequential, was parallel" in x.notes
+
+
+def test_a_pipeline_slower_as_a_whole_is_a_part_of_its_own_and_the_parts_still_add_up() -> None:
+    views = explanation_views({"measured_ms": 3.1, "common_factor": 1.0, "common_factor_ms": 0.0,
+                               "input_factor": 1.5, "input_factor_ms": 3.0, "causes": [], "remainder_ms": 0.1,
+                               "within_noise": 3})
+    (x,) = views
+    assert x.parts == (ExplanationPart("the whole pipeline x1.50 (the consumer's wait)", "", 3.0, None),
+                       ExplanationPart("remainder", "", 0.1, None))
+    assert sum(p.delta for p in x.parts) == pytest.approx(3.1)
