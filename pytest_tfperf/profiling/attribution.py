@@ -118,8 +118,8 @@ class Attribution:
     # the profiled pass's slowdown (5 against 5 windows: 1 in 252 by chance) that one wild window cannot
     # hide, as it can hide it from ``profiled_noise``'s standard error.
     windows_separated: bool = False
-    # The consumer's wait for input moved beyond its noise while no tf.data stage or function did and none runs
-    # differently: the pipeline ran slower (faster) as a whole, as every op does in a slower process. An additive
+    # The consumer's wait for input moved beyond its noise while no tf.data stage or function did, none runs
+    # differently and both sides ran the same stages: the pipeline ran slower (faster) as a whole, as every op does in a slower process. An additive
     # part of its own, like ``drift``, not a cause: the wait is a symptom, and nothing behind it stands out.
     input_drift: float = 0.0
 
@@ -177,7 +177,8 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
                      and c.current_parallel is not None and c.base_parallel != c.current_parallel)
     wait = next((c for c in changes if c.key == "wait:input"), None)
     input_drift = 0.0
-    if wait is not None and wait.beyond_noise and not pipeline and not reshaped:
+    same_shape = {g.key for g in base.stages()} == {g.key for g in current.stages()}
+    if wait is not None and wait.beyond_noise and not pipeline and not reshaped and same_shape:
         input_drift = wait.delta
     # Largest first whatever its sign: the measured change is itself noisy, and ranking by its sign
     # would put a small saving before a large growth when noise flipped it.

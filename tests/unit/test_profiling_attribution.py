@@ -363,6 +363,14 @@ def test_a_longer_wait_with_nothing_moved_in_the_pipeline_is_the_pipeline_slower
                         "(the pipeline ran slower as a whole: machine load or threads): +3.00 ms")
     data = attribution_dict(att)
     assert data["input_factor"] == 1.5 and data["input_factor_ms"] == pytest.approx(3.0)
+    # the same wait from a pipeline of another shape (a stage of its own, within its noise): not the same pipeline
+    # running slower, so the wait stays a cause and the stage with the most time now is named behind it
+    other_stage = Group(key="stage:MapAndBatch", kind="stage", label="MapAndBatch", families=(),
+                        per_window=(0.14 * MS,) * 5, per_element=1.2e-6, parallel=False)
+    reshaped = attribute(base, profile(group("wait:input", (9.0, 9.2, 8.8, 9.0, 9.0), kind="input wait"),
+                                       other_stage), 3.1 * MS)
+    assert reshaped.input_drift == 0.0 and reshaped.causes[0].key == "wait:input"
+    assert reshaped.top is not None and reshaped.top.key == "stage:MapAndBatch"
     # the same wait with the stage behind it grown beyond its noise: the wait is a cause, the stage behind it
     grown = Group(key="stage:Batch", kind="stage", label="Batch", families=(), per_window=(3.0 * MS,) * 5,
                   per_element=25e-6, parallel=False)
