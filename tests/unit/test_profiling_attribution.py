@@ -378,3 +378,26 @@ def test_a_longer_wait_with_nothing_moved_in_the_pipeline_is_the_pipeline_slower
                     3.1 * MS)
     assert att.input_drift == 0.0 and att.causes[0].key == "wait:input" and att.top is not None
     assert att.top.key == "stage:Batch"
+
+
+def test_short_ops_traced_as_far_fewer_events_on_one_side_are_not_ranked() -> None:
+    # The same LSTM layer: 414 events of 5 us an iteration in one process, 7 of 66 us in another
+    def lstm(ms: float, per_event_us: float) -> Group:
+        return Group(key="layer:m/lstm", kind="layer", label="lstm", families=("MatMul",),
+                     per_window=(ms * MS,) * 5, per_event=per_event_us * 1e-6)
+    other = group("layer:m/dense", STEADY)
+    assert attribute(profile(lstm(2.07, 5.0), other), profile(lstm(0.46, 65.7), other), 0.0).nothing_moved
+    # widened, it was traced as twice the events (more ops crossed the cost threshold): compared, and named
+    att = attribute(profile(lstm(1.45, 5.1), other), profile(lstm(20.9, 37.5), other), 19.0 * MS)
+    assert [c.key for c in att.causes] == ["layer:m/lstm"]
+
+
+def test_a_group_below_the_baselines_cut_off_is_hidden_up_to_that_cut_off_times_the_common_factor() -> None:
+    # a process 3x slower: every layer x3; "small" fell below the faster side's smallest kept group (0.5 ms)
+    layers = [group(f"layer:m/l{i}", tuple(v * (1 + i / 10) for v in STEADY)) for i in range(6)]
+    base = Profile(name="p", iterations=1, wall=(0.02,) * 5, groups=tuple(layers), other=(0.1 * MS / 3,) * 5,
+                   smallest_kept=0.5 * MS, input_wait=(0.0,) * 5, elements=0.0)
+    slower = [Group(g.key, g.kind, g.label, g.families, tuple(v * 3 for v in g.per_window)) for g in layers]
+    current = profile(*slower, group("layer:m/small", (1.4, 1.41, 1.39, 1.4, 1.4)))
+    att = attribute(base, current, 0.16)
+    assert att.scale == pytest.approx(3.0) and att.nothing_moved  # 1.4 ms is within 3 x 0.5 ms
