@@ -9,6 +9,7 @@ benchmarks/bisect_validation.py.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -98,6 +99,59 @@ def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(
     # The user's checkout: same HEAD, same edits, no worktree left behind.
     assert git(repo, "status", "--porcelain") == status and git(repo, "rev-parse", "HEAD") == head
     assert (repo / "test_work.py").read_text() == "uncommitted edit\n"
+    assert len(worktrees(repo)) == 1
+
+
+TF_MODULE = """# commit {index}
+import tensorflow as tf
+
+x = tf.random.uniform((64, 64))
+big = tf.random.uniform((384, 384))
+
+@tf.function
+def step(x):
+    with tf.name_scope("body"):
+        y = tf.reduce_sum(tf.matmul(x, x))
+{planted}    return y
+
+def test_chain(tfperf):
+    tfperf(lambda: step(x))
+"""
+PLANTED = """    with tf.name_scope("planted"):
+        y += tf.reduce_sum(tf.matmul(tf.matmul(big, big), big))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")
+def test_the_first_bad_commit_is_explained_against_its_parent_by_tensorflows_profile(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    # GOOD, then the commit that plants a named matmul: one paired step finds it, its parent is GOOD.
+    shas = make_repo(repo, [BASE, BASE], special={0: TF_MODULE.format(index=0, planted=""),
+                                                  1: TF_MODULE.format(index=1, planted=PLANTED)})
+    code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], shas[1], "--", *FAST, "test_work.py")
+    assert code == EXIT_OK, out
+    assert "about 1 paired step, then one explained step (BAD against GOOD first" in out.splitlines()[0]
+    assert f"tfperf-bisect: explaining {shas[1][:10]} against its parent {shas[0][:10]}: one paired session with " \
+           "--tfperf-explain of test_work.py::test_chain" in out
+    result = out[out.index(f"first bad commit: {shas[1]}"):]
+    block = result[:result.index("\n\n")].splitlines()  # the first bad commit's lines, up to the table
+    label = block.index(f"  explained against its parent {shas[0][:10]} ('commit 0'), one session with "
+                        "--tfperf-explain:")
+    assert block[label + 1] == "    test_work.py::test_chain:"
+    assert block[label + 2].startswith("      where the time went: +")
+    assert any(re.match(r"        planted \(MatMul family\) (appeared|grew) \+", ln) for ln in block[label + 3:])
+    assert not any("tensorboard --logdir" in ln for ln in block)  # the raw profiles went with the worktrees
+    assert re.search(r"1 paired step \(planned about 1\) over 1 commits, then one explained step, in \d+ s "
+                     r"\(search \d+ s, explained step \d+ s\)", out)
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["version"] == 2
+    explanation = doc["explanation"]
+    assert explanation["against_parent"]["sha"] == shas[0] and explanation["reason"] == ""
+    [test] = explanation["tests"]
+    assert test["test_id"] == "test_work.py::test_chain"
+    assert test["lines"] == [ln[6:] for ln in block[label + 2:] if ln.startswith("      ")]
+    assert test["explanation"]["causes"][0]["key"] == "layer:planted"
+    assert doc["elapsed_s"] == pytest.approx(doc["search_elapsed_s"] + explanation["elapsed_s"], abs=0.01)
     assert len(worktrees(repo)) == 1
 
 
