@@ -196,7 +196,8 @@ def _search(args: argparse.Namespace, repo: Path, here: Path, good_sha: str, com
                                         reason="the explained step was interrupted (Ctrl-C or SIGTERM)")
     except BisectError as exc:  # a worktree that git could not add
         explanation = ParentExplanation(parent=parent, elapsed_s=time.monotonic() - began, reason=str(exc))
-    said = explanation.reason or "explained"
+    said = f"no explanation: {explanation.reason}" if explanation.reason else \
+        "done (its lines are under the first bad commit below)"
     say(f"tfperf-bisect: explained step: {said} [{duration(explanation.elapsed_s)}]")
     return result, explanation, interrupted
 

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from pytest_tfperf.gates.bisect_search import Commit, ExplainedTest, Judgement, PairedChange, ParentExplanation
 from pytest_tfperf.session.bisect_select import ONLY_ENV
@@ -335,7 +336,7 @@ class StepRunner:
         result then says why in ``reason``. Ctrl-C still propagates.
         """
         began = clock()
-        rerun = rerun_command(first_bad, tests)
+        rerun = rerun_command(first_bad, tests, self.pytest_args)
 
         def none(reason: str) -> ParentExplanation:
             return ParentExplanation(parent=parent, elapsed_s=clock() - began, reason=reason, rerun=rerun)
@@ -377,10 +378,25 @@ class StepRunner:
                 self.worktrees.remove(parent_tree)
 
 
-def rerun_command(first_bad: Commit, tests: Sequence[str]) -> str:
-    """The explained step by hand, in a checkout of the first bad commit (the raw profiles then stay)."""
+def rerun_command(first_bad: Commit, tests: Sequence[str], pytest_args: Sequence[str] = ()) -> str:
+    """The explained step by hand, in a checkout of the first bad commit (the raw profiles then stay).
+
+    Of the user's pytest arguments only the ``--tfperf-x=value`` ones are carried (tolerance, budget): they
+    stand alone, where a path or ``-k`` and its value would widen or narrow the regressed tests named here.
+    """
+    options = [a for a in pytest_args if a.startswith("--tfperf-") and "=" in a
+               and not a.startswith(("--tfperf-json=", "--tfperf-against=", "--tfperf-baseline-dir="))]
     return (f"git checkout {first_bad.short} && pytest --tfperf --tfperf-explain --tfperf-against=HEAD~1 "
-            + " ".join(shlex.quote(t) for t in tests))
+            + " ".join(shlex.quote(a) for a in [*options, *tests]))
+
+
+def _without_logdirs(value: Any) -> Any:
+    """The explanation object with the raw profiles' folders emptied: they were in the removed worktrees."""
+    if isinstance(value, Mapping):
+        return {k: (None if k.endswith("logdir") else _without_logdirs(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_logdirs(v) for v in value]
+    return value
 
 
 def _explanation_lines(lines: Sequence[str]) -> tuple[str, ...]:
@@ -392,7 +408,9 @@ def _explained_test(doc: ResultsDocument, test_id: str) -> ExplainedTest:
     explanation = doc.explanations.get(test_id)
     if explanation is not None:
         lines = [str(ln) for ln in explanation.get("lines", []) if isinstance(ln, str)]
-        detail = dict(explanation) if explanation.get("reason") is None else None
+        # "lines" are kept once, outside (without the raw profiles' lines); the rest is the results JSON's object.
+        detail = _without_logdirs({k: v for k, v in explanation.items() if k != "lines"}) \
+            if explanation.get("reason") is None else None
         return ExplainedTest(test_id=test_id, lines=_explanation_lines(lines) or ("no explanation: no lines",),
                              detail=detail)
     verdict = doc.verdict(test_id)
