@@ -278,7 +278,9 @@ def test_an_explained_step_past_its_limit_is_stopped_and_says_so(tmp_path: Path)
     repo = tmp_path / "repo"
     shas = make_repo(repo, [BASE, SLOW1000])
     hang = tmp_path / "hanging-python"  # stands in for the step's python: a session that never ends
-    hang.write_text("#!/bin/sh\nexec sleep 60\n")
+    # (SIGINT as a terminal gives it: a suite run in the background passes SIGINT on ignored.)
+    hang.write_text(f"#!{sys.executable}\nimport signal, time\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                    "time.sleep(60)\n")
     hang.chmod(0o755)
     commits = first_parent_range(repo, shas[0], shas[1], "GOOD", "BAD")
     with Worktrees(repo) as trees:
