@@ -318,7 +318,9 @@ def test_the_explained_step_runs_only_the_tests_it_names(pytester: pytest.Pytest
     pytester.runpytest("-p", SELECT_PLUGIN).assert_outcomes(passed=4)  # without the variable: nothing deselected
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+# SIGTERM (a cancelled CI job) takes the same path as Ctrl-C, through its handler: it is sent during the explained
+# step below, which checks the same cleanup, so each signal is tested once.
+@pytest.mark.parametrize("sig", [signal.SIGINT], ids=["ctrl-c"])
 def test_ctrl_c_or_a_cancelled_job_removes_the_worktrees_and_stops_the_step(tmp_path: Path, sig: int) -> None:
     repo = tmp_path / "repo"
     shas = make_repo(repo, [BASE, BASE, SLOW1000])
@@ -341,6 +343,47 @@ def test_ctrl_c_or_a_cancelled_job_removes_the_worktrees_and_stops_the_step(tmp_
     assert proc.returncode == EXIT_INTERRUPTED, out
     assert "tfperf-bisect: interrupted: the search stopped and its worktrees were removed (your checkout was not " \
            "touched)" in out
+    assert len(worktrees(repo)) == 1
+    assert list(scratch.iterdir()) == []  # the temporary directory of the worktrees is gone too
+
+
+# A session run with --tfperf-explain hangs (until interrupted): Ctrl-C comes during the explained step.
+HANGING_EXPLAIN_CONFTEST = """import signal, time
+
+def pytest_configure(config):
+    if config.getoption("--tfperf-explain"):
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite in the background passes it ignored
+        time.sleep(120)
+"""
+
+
+def test_a_cancelled_job_during_the_explained_step_still_prints_the_result(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "conftest.py").write_text(HANGING_EXPLAIN_CONFTEST)
+    shas = make_repo(repo, [BASE, SLOW1000])
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.cli.bisect", "--json", str(tmp_path / "b.json"),
+                             shas[0], shas[1], "--", *FAST, "test_work.py"],
+                            cwd=repo, env=dict(os.environ, TMPDIR=str(scratch)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("tfperf-bisect: explaining"):
+            break
+    time.sleep(1.0)  # inside the explained session
+    proc.send_signal(signal.SIGTERM)
+    out = "".join(seen) + proc.communicate(timeout=60)[0]
+    assert proc.returncode == EXIT_INTERRUPTED, out
+    assert f"first bad commit: {shas[1]}" in out
+    assert f"  no explanation against its parent {shas[0][:10]}: the explained step was interrupted (Ctrl-C or " \
+           "SIGTERM)" in out
+    assert out.rstrip().endswith("tfperf-bisect: interrupted during the explained step: the result above stands, "
+                                 "its worktrees were removed")
+    assert json.loads((tmp_path / "b.json").read_text())["first_bad"]["sha"] == shas[1]
     assert len(worktrees(repo)) == 1
     assert list(scratch.iterdir()) == []  # the temporary directory of the worktrees is gone too
 
