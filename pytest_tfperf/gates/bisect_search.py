@@ -47,6 +47,13 @@ The search reports the first commit that crosses the tolerance. A later step
 may still have measured a clearly larger slowdown than the first bad commit
 brought (its interval wholly beyond the first bad commit's): a second
 regression lies between them, and the result names that range (``further``).
+
+The explained step
+------------------
+After the search, the first bad commit is explained against its parent
+(``parent_of``: the commit before it in the range, or GOOD) by one more
+session (``session/bisect_steps.py``); ``ParentExplanation`` carries what it
+said, or why it said nothing, for the report.
 """
 
 from __future__ import annotations
