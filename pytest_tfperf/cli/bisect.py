@@ -4,12 +4,16 @@ A binary search over the first-parent commits after GOOD up to BAD
 (``gates.bisect_search``), each step one ``pytest --tfperf
 --tfperf-against=GOOD`` session of that commit's worktree
 (``session.bisect_steps``): the paired rule with the gate's confirmation
-policy. The checkout it runs in is never touched.
+policy. The checkout it runs in is never touched. The first bad commit is
+then explained against its parent: one more session, under
+``--tfperf-explain``, of the regressed tests (``--no-explain`` skips it; when
+it cannot explain, one line says why and the result stands).
 
 Exit status: 0 the search ended (first bad commit found, or nothing to
 bisect, or the candidates named when skips hid it); 2 it could not run (bad
 revisions, a shallow clone, BAD could not be judged, a GOOD that does not
-build); 130 interrupted by Ctrl-C or SIGTERM (its worktrees removed).
+build); 130 interrupted by Ctrl-C or SIGTERM (its worktrees removed; during
+the explained step, after the result is printed).
 """
 
 from __future__ import annotations
@@ -19,17 +23,28 @@ import json
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, Step, bisect, planned_steps
-from pytest_tfperf.reports.bisect_report import plan_line, result_dict, result_lines, step_line
+from pytest_tfperf.gates.bisect_search import (
+    BisectResult,
+    Commit,
+    Judgement,
+    ParentExplanation,
+    Step,
+    bisect,
+    parent_of,
+    planned_steps,
+)
+from pytest_tfperf.reports.bisect_report import duration, plan_line, result_dict, result_lines, step_line
 from pytest_tfperf.session.bisect_steps import (
     BisectError,
     StepRunner,
     Worktrees,
+    commit_info,
     first_parent_range,
     repository_root,
     resolve,
@@ -39,6 +54,10 @@ from pytest_tfperf.storage.atomic_files import atomic_write_text
 EXIT_OK = 0
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+# The explained step's limit: generous (it measures the regressed tests once more, confirms, then profiles both
+# sides one after the other), but a bound, so a hung profiler never holds the search's result back.
+EXPLAIN_TIMEOUT_BASE_S = 300.0
+EXPLAIN_TIMEOUT_STEPS = 3.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--build", metavar="CMD", default=None,
                         help="shell command run in each commit's worktree before measuring (e.g. "
                              "'pip install -e . --no-deps'); a commit where it fails is skipped")
+    parser.add_argument("--no-explain", action="store_true",
+                        help="only find the commit: skip the explained step (the first bad commit measured beside "
+                             "its parent under --tfperf-explain, which says where the time went)")
     parser.add_argument("good", metavar="GOOD", help="a revision that is not slow (the reference of every step)")
     parser.add_argument("bad", metavar="BAD", help="a revision that is slow (HEAD, main, a release branch)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="PYTEST ARGS",
@@ -79,7 +101,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, cwd: P
     except BisectError as exc:
         say(f"tfperf-bisect: error: {exc}")
         return EXIT_ERROR
-    say(f"tfperf-bisect: {plan_line(args.good, args.bad, len(commits), planned_steps(len(commits)))}")
+    explain = not args.no_explain
+    say(f"tfperf-bisect: {plan_line(args.good, args.bad, len(commits), planned_steps(len(commits)), explain=explain)}")
     worktrees = Worktrees(repo)
     # A cancelled CI job sends SIGTERM: clean up as for Ctrl-C. (Off the main thread, signals cannot be set.)
     previous = _on_sigterm_interrupt()
@@ -98,17 +121,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, cwd: P
         worktrees.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
-    bisected, lines = result
-    for line in lines:
+    bisected, explanation, interrupted = result
+    for line in result_lines(bisected, args.good, args.bad, explanation):
         say(line)
     if args.json is not None:
-        doc = result_dict(bisected, args.good, args.bad, good_sha=good_sha, bad_sha=bad_sha, selection=pytest_args)
+        doc = result_dict(bisected, args.good, args.bad, good_sha=good_sha, bad_sha=bad_sha, selection=pytest_args,
+                          explanation=explanation)
         try:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(args.json, json.dumps(doc, indent=2) + "\n")
         except OSError as exc:
             say(f"tfperf-bisect: error: --json {args.json}: {exc}")
             return EXIT_ERROR
+    if interrupted:
+        say("tfperf-bisect: interrupted during the explained step: the result above stands, its worktrees were "
+            "removed")
+        return EXIT_INTERRUPTED
     return EXIT_ERROR if bisected.outcome == "untestable" else EXIT_OK
 
 
@@ -124,7 +152,8 @@ def _on_sigterm_interrupt() -> object:
 
 def _search(args: argparse.Namespace, repo: Path, here: Path, good_sha: str, commits: list[Commit],
             pytest_args: tuple[str, ...], worktrees: Worktrees,
-            say: Callable[[str], None]) -> tuple[BisectResult, list[str]]:
+            say: Callable[[str], None]) -> tuple[BisectResult, ParentExplanation | None, bool]:
+    """The search, then (unless --no-explain) the explained step: (result, explanation, interrupted in it)."""
     good_tree = worktrees.add(good_sha, "good")
     runner = StepRunner(repo=repo, worktrees=worktrees, good_tree=good_tree, pytest_args=pytest_args,
                         invocation_dir=here, build=args.build)
@@ -144,10 +173,33 @@ def _search(args: argparse.Namespace, repo: Path, here: Path, good_sha: str, com
     def on_step(step: Step) -> None:
         say(f"tfperf-bisect: {step_line(step)}")
         if step.number == 1 and step.judgement.kind == "bad":
-            say(f"tfperf-bisect: {plan_line(args.good, args.bad, len(commits), planned_steps(len(commits)), step.elapsed_s)}")
+            plan = plan_line(args.good, args.bad, len(commits), planned_steps(len(commits)), step.elapsed_s,
+                             explain=not args.no_explain)
+            say(f"tfperf-bisect: {plan}")
 
     result = bisect(commits, judge, on_step=on_step)
-    return result, result_lines(result, args.good, args.bad)
+    parent = None if args.no_explain else parent_of(result, commits, commit_info(repo, good_sha))
+    if parent is None or result.first_bad is None or result.verdict is None:
+        return result, None, False
+    tests = [t.test_id for t in result.verdict.tests if t.status == "regressed"]
+    timeout_s = EXPLAIN_TIMEOUT_BASE_S + EXPLAIN_TIMEOUT_STEPS * max(s.elapsed_s for s in result.steps)
+    say(f"tfperf-bisect: explaining {result.first_bad.short} against its parent {parent.short}: one paired session "
+        f"with --tfperf-explain of {', '.join(tests)} (at most {duration(timeout_s)})")
+    began = time.monotonic()
+    interrupted = False
+    try:
+        explanation = runner.explain(result.first_bad, parent, tests, good_sha=good_sha, timeout_s=timeout_s)
+    except KeyboardInterrupt:
+        # The search's result is known: Ctrl-C in the explained step loses the explanation only.
+        interrupted = True
+        explanation = ParentExplanation(parent=parent, elapsed_s=time.monotonic() - began,
+                                        reason="the explained step was interrupted (Ctrl-C or SIGTERM)")
+    except BisectError as exc:  # a worktree that git could not add
+        explanation = ParentExplanation(parent=parent, elapsed_s=time.monotonic() - began, reason=str(exc))
+    said = f"no explanation: {explanation.reason}" if explanation.reason else \
+        "done (its lines are under the first bad commit below)"
+    say(f"tfperf-bisect: explained step: {said} [{duration(explanation.elapsed_s)}]")
+    return result, explanation, interrupted
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -47,6 +47,13 @@ The search reports the first commit that crosses the tolerance. A later step
 may still have measured a clearly larger slowdown than the first bad commit
 brought (its interval wholly beyond the first bad commit's): a second
 regression lies between them, and the result names that range (``further``).
+
+The explained step
+------------------
+After the search, the first bad commit is explained against its parent
+(``parent_of``: the commit before it in the range, or GOOD) by one more
+session (``session/bisect_steps.py``); ``ParentExplanation`` carries what it
+said, or why it said nothing, for the report.
 """
 
 from __future__ import annotations
@@ -156,6 +163,49 @@ class BisectResult:
     further: tuple[Further, ...] = ()
     reason: str = ""  # untestable: why BAD could not be judged
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainedTest:
+    """Where one regressed test's time (and memory) went at the first bad commit, against its parent."""
+
+    test_id: str
+    lines: tuple[str, ...]  # as the explained session printed them, or one line saying why there are none
+    detail: dict[str, Any] | None = None  # the results JSON's explanation object (causes, ms per iteration)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test_id": self.test_id, "lines": list(self.lines), "explanation": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class ParentExplanation:
+    """The explained step: the first bad commit measured beside its parent under ``--tfperf-explain``.
+
+    ``reason`` says why there is no explanation at all (the step failed,
+    timed out, wrote nothing); the bisect result stands either way.
+    """
+
+    parent: Commit  # the first bad commit's first parent (GOOD itself, or a commit of the range)
+    elapsed_s: float
+    tests: tuple[ExplainedTest, ...] = ()
+    reason: str = ""
+    rerun: str = ""  # the command that runs it again by hand (and keeps the raw profiles)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"against_parent": {"sha": self.parent.sha, "subject": self.parent.subject,
+                                   "author_date": self.parent.author_date},
+                "tests": [t.to_dict() for t in self.tests], "reason": self.reason, "rerun": self.rerun,
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+
+def parent_of(result: BisectResult, commits: Sequence[Commit], good: Commit) -> Commit | None:
+    """The first bad commit's first parent, when the search found one: the commit before it in the range, or GOOD."""
+    if result.outcome != "found" or result.first_bad is None:
+        return None
+    position = next((i for i, c in enumerate(commits) if c.sha == result.first_bad.sha), None)
+    if position is None:
+        return None
+    return commits[position - 1] if position > 0 else good
 
 
 def planned_steps(commits: int) -> int:

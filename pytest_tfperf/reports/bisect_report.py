@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, Step, PairedChange
+from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, PairedChange, ParentExplanation, Step
 
 JSON_SCHEMA = "pytest-tfperf/bisect"
-JSON_VERSION = 1
+# 2 - "explanation" (the first bad commit explained against its parent, or null), "search_elapsed_s";
+#     "elapsed_s" is the whole run's, the explained step included
+JSON_VERSION = 2
 NOTHING = "BAD is not slower than GOOD: nothing to bisect"
 
 
@@ -22,14 +24,23 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def plan_line(good: str, bad: str, commits: int, steps: int, step_s: float | None = None) -> str:
+EXPLAINED_STEP = ", then one explained step"
+
+
+def plan_line(good: str, bad: str, commits: int, steps: int, step_s: float | None = None, *,
+              explain: bool = False) -> str:
     """The whole search stated before it runs: commits, steps, and (once one step is measured) their cost."""
     what = f"bisecting {commits} first-parent commit{'s' if commits != 1 else ''} after {good} up to {bad}: " \
            f"about {steps} paired step{'s' if steps != 1 else ''}"
     if step_s is None:
-        return what + " (BAD against GOOD first, the first bad commit's parent judged twice), each one paired " \
-                      "measurement of the selected tests beside GOOD"
-    return f"{what} of about {step_s:.0f} s (the first took {step_s:.0f} s): about {duration(steps * step_s)} in all"
+        explained = ("; the explained step measures the first bad commit beside its parent under --tfperf-explain, "
+                     "the regressed tests only (--no-explain skips it)") if explain else ""
+        return f"{what}{EXPLAINED_STEP if explain else ''} (BAD against GOOD first, the first bad commit's parent " \
+               f"judged twice), each one paired measurement of the selected tests beside GOOD{explained}"
+    # The explained step measures the regressed tests once more and profiles both sides: about one step more.
+    total = duration((steps + 1) * step_s) if explain else duration(steps * step_s)
+    return f"{what} of about {step_s:.0f} s{EXPLAINED_STEP if explain else ''} (the first took {step_s:.0f} s): " \
+           f"about {total} in all"
 
 
 def _pct(value: float | None) -> str:
@@ -77,8 +88,23 @@ def table_lines(steps: tuple[Step, ...]) -> list[str]:
     return lines
 
 
-def result_lines(result: BisectResult, good: str, bad: str) -> list[str]:
-    """The result in words, then the step table, then the cost."""
+def explanation_lines(explanation: ParentExplanation) -> list[str]:
+    """The explained step under the first bad commit: each regressed test's lines, or one line saying why none."""
+    parent = explanation.parent
+    if explanation.reason:
+        return [f"  no explanation against its parent {parent.short}: {explanation.reason}"]
+    lines = [f"  explained against its parent {parent.short} ({parent.subject!r}), one session with --tfperf-explain:"]
+    for test in explanation.tests:
+        lines.append(f"    {test.test_id}:")
+        lines.extend(f"      {line}" for line in test.lines)
+    if explanation.rerun:
+        lines.append(f"    (the raw profiles went with the worktrees; to keep them: {explanation.rerun})")
+    return lines
+
+
+def result_lines(result: BisectResult, good: str, bad: str,
+                 explanation: ParentExplanation | None = None) -> list[str]:
+    """The result in words (with the explanation under the first bad commit), then the step table, then the cost."""
     lines: list[str] = []
     if result.outcome == "nothing":
         worst = result.steps[0].judgement.worst() if result.steps else None
@@ -100,6 +126,8 @@ def result_lines(result: BisectResult, good: str, bad: str) -> list[str]:
             if test.status == "regressed":
                 lines.append(f"  {test.test_id}: throughput {change_text(test)} against GOOD, paired verdict "
                              f"REGRESSED: {test.message}")
+    if explanation is not None and result.outcome == "found":
+        lines.extend(explanation_lines(explanation))
     for f in result.further:
         lines.append(f"another regression was seen: {f.test_id} measured {_pct(f.change)} at {f.at.short} against "
                      f"{_pct(f.first_change)} at the first bad commit, so a further slowdown lies after "
@@ -112,14 +140,18 @@ def result_lines(result: BisectResult, good: str, bad: str) -> list[str]:
         lines.append("")
     measured = sum(s.judgement.measurements for s in result.steps)
     extra = f", {measured} paired measurements" if measured != len(result.steps) else ""
-    lines.append(f"{len(result.steps)} paired step{'s' if len(result.steps) != 1 else ''}{extra} "
-                 f"(planned about {result.planned_steps}) over {result.commits} commits in "
-                 f"{duration(result.elapsed_s)}")
+    counted = f"{len(result.steps)} paired step{'s' if len(result.steps) != 1 else ''}{extra} " \
+              f"(planned about {result.planned_steps}) over {result.commits} commits"
+    if explanation is None:
+        lines.append(f"{counted} in {duration(result.elapsed_s)}")
+    else:
+        lines.append(f"{counted}, then one explained step, in {duration(result.elapsed_s + explanation.elapsed_s)} "
+                     f"(search {duration(result.elapsed_s)}, explained step {duration(explanation.elapsed_s)})")
     return lines
 
 
 def result_dict(result: BisectResult, good: str, bad: str, *, good_sha: str = "", bad_sha: str = "",
-                selection: tuple[str, ...] = ()) -> dict[str, Any]:
+                selection: tuple[str, ...] = (), explanation: ParentExplanation | None = None) -> dict[str, Any]:
     """The JSON document: what the terminal says, as data."""
     def commit(c: Commit | None) -> dict[str, str] | None:
         return None if c is None else {"sha": c.sha, "subject": c.subject, "author_date": c.author_date}
@@ -134,6 +166,7 @@ def result_dict(result: BisectResult, good: str, bad: str, *, good_sha: str = ""
         "message": result_lines(result, good, bad)[0],
         "first_bad": commit(result.first_bad),
         "verdict": None if result.verdict is None else result.verdict.to_dict(),
+        "explanation": None if explanation is None else explanation.to_dict(),
         "candidates": [commit(c) for c in result.candidates],
         "further": [f.to_dict() for f in result.further],
         "reason": result.reason,
@@ -142,5 +175,6 @@ def result_dict(result: BisectResult, good: str, bad: str, *, good_sha: str = ""
         "planned_steps": result.planned_steps,
         "steps": [s.to_dict() for s in result.steps],
         "paired_measurements": sum(s.judgement.measurements for s in result.steps),
-        "elapsed_s": round(result.elapsed_s, 3),
+        "search_elapsed_s": round(result.elapsed_s, 3),
+        "elapsed_s": round(result.elapsed_s + (explanation.elapsed_s if explanation is not None else 0.0), 3),
     }

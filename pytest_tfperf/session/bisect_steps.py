@@ -5,6 +5,12 @@ run in a worktree of the step's commit, so each verdict is the paired rule
 with the gate's confirmation beside a fresh partner process, read back from
 ``--tfperf-json`` (``judgement_from_results``). Nothing here measures.
 
+Once the first bad commit is found, one more session explains it
+(``StepRunner.explain``): the first bad commit's worktree beside its parent's,
+under ``--tfperf-explain``, the regressed tests only (``bisect_select``), its
+explanations read back from the same results file. It is bounded in time and
+never fails the search: when it cannot explain, it says why.
+
 The user's checkout is never touched: GOOD and every step get a ``git
 worktree`` under a temporary directory of their own (``Worktrees``), each
 step's removed when it is judged and all of them, with the directory, when
@@ -16,23 +22,29 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from pytest_tfperf.gates.bisect_search import Commit, Judgement, PairedChange
+from pytest_tfperf.gates.bisect_search import Commit, ExplainedTest, Judgement, PairedChange, ParentExplanation
+from pytest_tfperf.session.bisect_select import ONLY_ENV
 from pytest_tfperf.session.partner_tree import argument_in_tree, mapped_directory, tree_environment
 from pytest_tfperf.storage.fields import StorageError
 from pytest_tfperf.storage.results_json import ResultsDocument, load_results
 
 # pytest's exit codes after which no results can be expected: interrupted (collection errors: a test module
 # that does not import), internal error, usage error (a path that does not exist), no tests collected.
+SELECT_PLUGIN = "pytest_tfperf.session.bisect_select"  # the explained step runs the regressed tests only
 _NOT_COLLECTED = {2: "collection failed", 3: "pytest crashed", 4: "usage error", 5: "no tests collected"}
 
 
@@ -131,12 +143,23 @@ class Worktrees:
         self.close()
 
 
-def _run(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], shell: bool = False) -> tuple[int, str]:
-    """Run a command in its own process group; on any interruption the whole group is killed before re-raising."""
+class StepTimeout(Exception):
+    """A step's command ran past its time limit; its process group was stopped."""
+
+
+def _run(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], shell: bool = False,
+         timeout_s: float | None = None) -> tuple[int, str]:
+    """Run a command in its own process group; on any interruption the whole group is killed before re-raising.
+
+    Past ``timeout_s`` the group is stopped as on Ctrl-C and ``StepTimeout`` raised.
+    """
     proc = subprocess.Popen(cmd[0] if shell else list(cmd), cwd=cwd, env=dict(env), shell=shell,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        out, _ = proc.communicate()
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _stop_group(proc)
+        raise StepTimeout(f"ran past its limit of {timeout_s:.0f} s and was stopped") from None
     except BaseException:
         # Ctrl-C reaches this process only (the step has its own session): pass it on to the step and its
         # partner so pytest ends them as it does on Ctrl-C, then kill what is left after a grace period.
@@ -273,16 +296,7 @@ class StepRunner:
             if code != 0:
                 last = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "no output")
                 return Judgement("skip", reason=f"does not build: the build command exited {code}: {last.strip()[:200]}")
-        scratch = self.worktrees.root / f"out-{tree.name}"
-        scratch.mkdir(exist_ok=True)
-        results = scratch / "results.json"
-        (scratch / "baselines").mkdir(exist_ok=True)  # empty: no stored verdicts, nothing written into the tree
-        args = [argument_in_tree(a, self.repo, tree) for a in self.pytest_args]
-        cmd = [self.python, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", f"--tfperf-against={self.good_tree}",
-               f"--tfperf-json={results}", f"--tfperf-baseline-dir={scratch / 'baselines'}", *args]
-        code, out = _run(cmd, cwd=mapped_directory(self.invocation_dir, self.repo, tree), env=self._env(tree))
-        self.last_output = out
-        try:
+        with self._session(tree, self.good_tree) as (code, out, results):
             if code in _NOT_COLLECTED or not results.exists():
                 why = _NOT_COLLECTED.get(code, f"exit {code}, no results written")
                 return Judgement("skip", reason=f"the selected tests do not exist or do not import here "
@@ -292,5 +306,121 @@ class StepRunner:
             except StorageError as exc:
                 return Judgement("skip", reason=f"its results could not be read: {exc}")
             return judgement_from_results(doc, out, self.expected)
+
+    @contextmanager
+    def _session(self, tree: Path, against: Path, *, extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                 timeout_s: float | None = None) -> Iterator[tuple[int, str, Path]]:
+        """One paired session of ``tree`` beside ``against``: (exit code, output, its results file), the scratch
+        folder removed afterwards."""
+        scratch = self.worktrees.root / f"out-{tree.name}"
+        scratch.mkdir(exist_ok=True)
+        try:
+            results = scratch / "results.json"
+            (scratch / "baselines").mkdir(exist_ok=True)  # empty: no stored verdicts, nothing written into the tree
+            args = [argument_in_tree(a, self.repo, tree) for a in self.pytest_args]
+            cmd = [self.python, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", f"--tfperf-against={against}",
+                   f"--tfperf-json={results}", f"--tfperf-baseline-dir={scratch / 'baselines'}", *extra, *args]
+            code, out = _run(cmd, cwd=mapped_directory(self.invocation_dir, self.repo, tree),
+                             env={**self._env(tree), **(env or {})}, timeout_s=timeout_s)
+            self.last_output = out
+            yield code, out, results
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def explain(self, first_bad: Commit, parent: Commit, tests: Sequence[str], *, good_sha: str,
+                timeout_s: float, clock: Callable[[], float] = time.monotonic) -> ParentExplanation:
+        """The explained step: ``first_bad`` measured beside ``parent`` under ``--tfperf-explain``, ``tests`` only.
+
+        Never raises for the step's own trouble (a build that fails, a session
+        that crashes or runs past ``timeout_s``, no explanation written): the
+        result then says why in ``reason``. Ctrl-C still propagates.
+        """
+        began = clock()
+        rerun = rerun_command(first_bad, tests, self.pytest_args)
+
+        def none(reason: str) -> ParentExplanation:
+            return ParentExplanation(parent=parent, elapsed_s=clock() - began, reason=reason, rerun=rerun)
+
+        tree = self.worktrees.add(first_bad.sha, f"explain-{first_bad.short}")
+        parent_tree = self.good_tree if parent.sha == good_sha else \
+            self.worktrees.add(parent.sha, f"parent-{parent.short}")
+        try:
+            if self.build:
+                for built, what in ((tree, "the first bad commit"), (parent_tree, "its parent")):
+                    if built == self.good_tree:
+                        continue  # built before the search
+                    code, out = self.build_tree(built)
+                    if code != 0:
+                        last = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "no output")
+                        return none(f"{what} does not build here: the build command exited {code}: "
+                                    f"{last.strip()[:200]}")
+            try:
+                with self._session(tree, parent_tree, extra=("--tfperf-explain", "-p", SELECT_PLUGIN),
+                                   env={ONLY_ENV: "\n".join(tests)}, timeout_s=timeout_s) as (code, out, results):
+                    if not results.exists():
+                        why = _NOT_COLLECTED.get(code, f"exit {code}")
+                        return none(f"the explained session wrote no results ({why}: {why_not_collected(out)})")
+                    try:
+                        doc = load_results(results)
+                    except StorageError as exc:
+                        return none(f"the explained session's results could not be read: {exc}")
+            except StepTimeout as exc:
+                return none(f"the explained session {exc}")
+            explained = tuple(_explained_test(doc, test_id) for test_id in tests)
+            if not any(t.detail is not None for t in explained):
+                reasons = {t.lines[0] for t in explained if t.lines}
+                if len(reasons) == 1:  # the same reason for every test (the profiler is unavailable): one line
+                    return none(next(iter(reasons)).removeprefix("no explanation: "))
+            return ParentExplanation(parent=parent, elapsed_s=clock() - began, tests=explained, rerun=rerun)
+        finally:
+            self.worktrees.remove(tree)
+            if parent_tree != self.good_tree:
+                self.worktrees.remove(parent_tree)
+
+
+def rerun_command(first_bad: Commit, tests: Sequence[str], pytest_args: Sequence[str] = ()) -> str:
+    """The explained step by hand, in a checkout of the first bad commit (the raw profiles then stay).
+
+    Of the user's pytest arguments only the ``--tfperf-x=value`` ones are carried (tolerance, budget): they
+    stand alone, where a path or ``-k`` and its value would widen or narrow the regressed tests named here.
+    """
+    options = [a for a in pytest_args if a.startswith("--tfperf-") and "=" in a
+               and not a.startswith(("--tfperf-json=", "--tfperf-against=", "--tfperf-baseline-dir="))]
+    return (f"git checkout {first_bad.short} && pytest --tfperf --tfperf-explain --tfperf-against=HEAD~1 "
+            + " ".join(shlex.quote(a) for a in [*options, *tests]))
+
+
+def _without_logdirs(value: Any) -> Any:
+    """The explanation object with the raw profiles' folders emptied: they were in the removed worktrees."""
+    if isinstance(value, Mapping):
+        return {k: (None if k.endswith("logdir") else _without_logdirs(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_logdirs(v) for v in value]
+    return value
+
+
+def _explanation_lines(lines: Sequence[str]) -> tuple[str, ...]:
+    """The explanation's lines without those naming raw profiles: they were in the step's worktree, now removed."""
+    return tuple(ln for ln in lines if not ln.strip().startswith("raw profile"))
+
+
+def _explained_test(doc: ResultsDocument, test_id: str) -> ExplainedTest:
+    explanation = doc.explanations.get(test_id)
+    if explanation is not None:
+        lines = [str(ln) for ln in explanation.get("lines", []) if isinstance(ln, str)]
+        # "lines" are kept once, outside (without the raw profiles' lines); the rest is the results JSON's object.
+        detail = _without_logdirs({k: v for k, v in explanation.items() if k != "lines"}) \
+            if explanation.get("reason") is None else None
+        return ExplainedTest(test_id=test_id, lines=_explanation_lines(lines) or ("no explanation: no lines",),
+                             detail=detail)
+    verdict = doc.verdict(test_id)
+    if verdict is None or not doc.compared_with.get(test_id, "").startswith("measured beside"):
+        return ExplainedTest(test_id=test_id, lines=("no explanation: not measured beside the parent",))
+    change = _test_change(test_id, verdict)
+    if change.status != "regressed":
+        measured = f" (throughput {change.change * 100:+.1f}%)" if change.change is not None else ""
+        return ExplainedTest(test_id=test_id, lines=(
+            f"no explanation: not slower than its parent beyond the tolerance{measured}, verdict {change.status}: "
+            "the slowdown against GOOD may have come in smaller steps before it",))
+    return ExplainedTest(test_id=test_id, lines=("no explanation: its regression against the parent was not in "
+                                                 "throughput (only throughput is explained by time)",))

@@ -9,6 +9,7 @@ benchmarks/bisect_validation.py.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -22,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from pytest_tfperf.cli.bisect import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, main
+from pytest_tfperf.session.bisect_select import ONLY_ENV
+from pytest_tfperf.session.bisect_steps import SELECT_PLUGIN, StepRunner, Worktrees, commit_info, first_parent_range
 
 FAST = ["--tfperf-budget=0.3", "--tfperf-tolerance=90%"]
 BASE, SLOW10, SLOW1000 = 1_000, 10_000, 1_000_000
@@ -70,8 +73,19 @@ def worktrees(repo: Path) -> list[str]:
     return [ln for ln in git(repo, "worktree", "list").splitlines() if ln]
 
 
+# A session run with --tfperf-explain stops at once: the explained step fails, as where the profiler is unusable.
+NO_EXPLAIN_CONFTEST = """import pytest
+
+def pytest_configure(config):
+    if config.getoption("--tfperf-explain"):
+        raise pytest.UsageError("the profiler is unusable on this runner")
+"""
+
+
 def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "conftest.py").write_text(NO_EXPLAIN_CONFTEST)
     shas = make_repo(repo, [BASE] * 5 + [SLOW1000] * 3)  # commit 5 makes test_loop 1000x slower
     (repo / "test_work.py").write_text("uncommitted edit\n")  # a dirty tree: must survive untouched
     (repo / "scratch.txt").write_text("untracked\n")
@@ -80,24 +94,85 @@ def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(
     code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], "HEAD", "--", *FAST, "test_work.py")
 
     assert code == EXIT_OK, out
-    assert "about 5 paired steps (BAD against GOOD first" in out.splitlines()[0]
+    assert "about 5 paired steps, then one explained step (BAD against GOOD first" in out.splitlines()[0]
     assert "about 5 paired steps of about" in out  # costed once the first step is measured
     date = git(repo, "log", "-1", "--format=%aI", shas[5])
     assert f"first bad commit: {shas[5]}\n  commit 5\n  author date {date}\n" in out
     assert re.search(r"test_work.py::test_loop: throughput -(99\.9|100\.0)% \(99% CI .*\) against GOOD, paired verdict "
-                     r"REGRESSED: throughput: ", out)
+                     r"REGRESSED: throughput: .*\n"
+                     # The explained step (against commit 4, in the range) failed: one line, the result stands.
+                     rf"  no explanation against its parent {shas[4][:10]}: the explained session wrote no results "
+                     r"\(usage error: ERROR: the profiler is unusable on this runner\)\n\n", out)
+    assert re.search(r"paired steps \(planned about 5\) over 7 commits, then one explained step, in \d+ s \(search "
+                     r"\d+ s, explained step \d+ s\)", out)
     assert "| step | commit | subject | verdict against GOOD | throughput change (99% CI) | time |" in out
     assert f"| 1 | {shas[7][:10]} | commit 7 | BAD (regressed) |" in out
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["outcome"] == "found" and doc["first_bad"]["sha"] == shas[5] and doc["first_bad"]["author_date"] == date
+    assert doc["explanation"]["against_parent"]["sha"] == shas[4] and doc["explanation"]["tests"] == []
+    assert doc["explanation"]["reason"] == ("the explained session wrote no results (usage error: ERROR: the "
+                                            "profiler is unusable on this runner)")
     assert doc["bad"] == {"rev": "HEAD", "sha": shas[7]}
     table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(table) == len(doc["steps"]) and doc["steps"][0]["verdict"] == "bad"
     assert [s["commit"][:10] for s in doc["steps"]] == [line.split(" | ")[1] for line in table]
-    assert f"{len(doc['steps'])} paired steps (planned about 5) over 7 commits in" in out
+    assert f"{len(doc['steps'])} paired steps (planned about 5) over 7 commits, then one explained step, in" in out
     # The user's checkout: same HEAD, same edits, no worktree left behind.
     assert git(repo, "status", "--porcelain") == status and git(repo, "rev-parse", "HEAD") == head
     assert (repo / "test_work.py").read_text() == "uncommitted edit\n"
+    assert len(worktrees(repo)) == 1
+
+
+TF_MODULE = """# commit {index}
+import tensorflow as tf
+
+x = tf.random.uniform((64, 64))
+big = tf.random.uniform((384, 384))
+
+@tf.function
+def step(x):
+    with tf.name_scope("body"):
+        y = tf.reduce_sum(tf.matmul(x, x))
+{planted}    return y
+
+def test_chain(tfperf):
+    tfperf(lambda: step(x))
+"""
+PLANTED = """    with tf.name_scope("planted"):
+        y += tf.reduce_sum(tf.matmul(tf.matmul(big, big), big))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")
+def test_the_first_bad_commit_is_explained_against_its_parent_by_tensorflows_profile(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    # GOOD, then the commit that plants a named matmul: one paired step finds it, its parent is GOOD.
+    shas = make_repo(repo, [BASE, BASE], special={0: TF_MODULE.format(index=0, planted=""),
+                                                  1: TF_MODULE.format(index=1, planted=PLANTED)})
+    code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], shas[1], "--", *FAST, "test_work.py")
+    assert code == EXIT_OK, out
+    assert "about 1 paired step, then one explained step (BAD against GOOD first" in out.splitlines()[0]
+    assert f"tfperf-bisect: explaining {shas[1][:10]} against its parent {shas[0][:10]}: one paired session with " \
+           "--tfperf-explain of test_work.py::test_chain" in out
+    result = out[out.index(f"first bad commit: {shas[1]}"):]
+    block = result[:result.index("\n\n")].splitlines()  # the first bad commit's lines, up to the table
+    label = block.index(f"  explained against its parent {shas[0][:10]} ('commit 0'), one session with "
+                        "--tfperf-explain:")
+    assert block[label + 1] == "    test_work.py::test_chain:"
+    assert block[label + 2].startswith("      where the time went: +")
+    assert any(re.match(r"        planted \(MatMul family\) (appeared|grew) \+", ln) for ln in block[label + 3:])
+    assert not any("tensorboard --logdir" in ln for ln in block)  # the raw profiles went with the worktrees
+    assert re.search(r"1 paired step \(planned about 1\) over 1 commits, then one explained step, in \d+ s "
+                     r"\(search \d+ s, explained step \d+ s\)", out)
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["version"] == 2
+    explanation = doc["explanation"]
+    assert explanation["against_parent"]["sha"] == shas[0] and explanation["reason"] == ""
+    [test] = explanation["tests"]
+    assert test["test_id"] == "test_work.py::test_chain"
+    assert test["lines"] == [ln[6:] for ln in block[label + 2:] if ln.startswith("      ")]
+    assert test["explanation"]["causes"][0]["key"] == "layer:planted"
+    assert doc["elapsed_s"] == pytest.approx(doc["search_elapsed_s"] + explanation["elapsed_s"], abs=0.01)
     assert len(worktrees(repo)) == 1
 
 
@@ -109,7 +184,7 @@ def test_commits_that_do_not_import_lack_the_test_or_do_not_build_are_skipped(tm
     # (the middle, 3, then its neighbours 2 and 4) and still finds commit 6.
     build = (f"{sys.executable} -c \"import pathlib, sys; "
              f"sys.exit('build broken' if 'commit 4' in pathlib.Path('history.txt').read_text() else 0)\"")
-    code, out = bisect(repo, "--build", build, shas[0], shas[7], "--", *FAST, "test_work.py")
+    code, out = bisect(repo, "--no-explain", "--build", build, shas[0], shas[7], "--", *FAST, "test_work.py")
     assert code == EXIT_OK, out
     assert f"first bad commit: {shas[6]}" in out
     assert f"{shas[2][:10]} 'commit 2'" in out and "skipped: the selected tests do not exist or do not import here" \
@@ -125,12 +200,17 @@ def test_commits_that_do_not_import_lack_the_test_or_do_not_build_are_skipped(tm
 def test_two_regressions_report_the_first_crossing_and_name_the_other(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     shas = make_repo(repo, [BASE] * 3 + [SLOW10] * 3 + [SLOW1000] * 2)  # 10x at commit 3, 1000x at commit 6
-    code, out = bisect(repo, "--json", str(tmp_path / "b.json"), shas[0], shas[7], "--", *FAST, "test_work.py")
+    code, out = bisect(repo, "--no-explain", "--json", str(tmp_path / "b.json"), shas[0], shas[7], "--", *FAST,
+                       "test_work.py")
     assert code == EXIT_OK, out
     assert f"first bad commit: {shas[3]}" in out
+    # --no-explain: the commit only, no explained step planned, run or written.
+    assert "explained" not in out and "explanation" not in out
+    assert re.search(r"\n\d+ paired steps \(planned about \d+\) over 7 commits in \d+ s\n", out)
     assert re.search(r"another regression was seen: test_work.py::test_loop measured -(99\.9|100\.0)% at "
                      rf"{shas[7][:10]} against -\d+\.\d% at the first bad commit, so a further slowdown lies after", out)
     doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["explanation"] is None and doc["elapsed_s"] == doc["search_elapsed_s"]
     further = doc["further"][0]
     after, at = shas.index(further["after"]), shas.index(further["at_or_before"])
     assert 3 <= after < 6 <= at
@@ -194,7 +274,53 @@ def test_bad_revisions_and_a_good_that_does_not_build_are_one_line_errors(tmp_pa
                     "repository whose history holds the regression\n")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_explained_step_past_its_limit_is_stopped_and_says_so(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [BASE, SLOW1000])
+    hang = tmp_path / "hanging-python"  # stands in for the step's python: a session that never ends
+    # (SIGINT as a terminal gives it: a suite run in the background passes SIGINT on ignored.)
+    hang.write_text(f"#!{sys.executable}\nimport signal, time\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                    "time.sleep(60)\n")
+    hang.chmod(0o755)
+    commits = first_parent_range(repo, shas[0], shas[1], "GOOD", "BAD")
+    with Worktrees(repo) as trees:
+        runner = StepRunner(repo=repo, worktrees=trees, good_tree=trees.add(shas[0], "good"),
+                            pytest_args=("--tfperf-tolerance=90%", "-k", "loop", "test_work.py"), invocation_dir=repo,
+                            python=str(hang))
+        began = time.monotonic()
+        explained = runner.explain(commits[0], commit_info(repo, shas[0]), ["test_work.py::test_loop"],
+                                   good_sha=shas[0], timeout_s=1.0)
+        assert time.monotonic() - began < 30
+        assert len(worktrees(repo)) == 2  # GOOD's, until the search ends; the first bad commit's is removed
+    assert explained.reason == "the explained session ran past its limit of 1 s and was stopped"
+    assert explained.tests == () and explained.parent.sha == shas[0] and explained.elapsed_s >= 1.0
+    assert explained.rerun == (f"git checkout {shas[1][:10]} && pytest --tfperf --tfperf-explain "
+                               "--tfperf-against=HEAD~1 --tfperf-tolerance=90% test_work.py::test_loop")
+    assert len(worktrees(repo)) == 1
+
+
+def test_the_explained_step_runs_only_the_tests_it_names(pytester: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_sel="""
+        import pytest
+
+        def test_a(): pass
+        def test_b(): pass
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_c(n): pass
+    """)
+    # test_a; test_c[2]'s compare() variant "slow" (its results id test_c[2-slow]); test_b is not named.
+    monkeypatch.setenv(ONLY_ENV, "test_sel.py::test_a\ntest_sel.py::test_c[2-slow]\n")
+    result = pytester.runpytest("-p", SELECT_PLUGIN, "-v")
+    result.assert_outcomes(passed=2, deselected=2)
+    result.stdout.fnmatch_lines(["*test_sel.py::test_a PASSED*", "*test_sel.py::test_c?2? PASSED*"])
+    monkeypatch.delenv(ONLY_ENV)
+    pytester.runpytest("-p", SELECT_PLUGIN).assert_outcomes(passed=4)  # without the variable: nothing deselected
+
+
+# SIGTERM (a cancelled CI job) takes the same path as Ctrl-C, through its handler: it is sent during the explained
+# step below, which checks the same cleanup, so each signal is tested once.
+@pytest.mark.parametrize("sig", [signal.SIGINT], ids=["ctrl-c"])
 def test_ctrl_c_or_a_cancelled_job_removes_the_worktrees_and_stops_the_step(tmp_path: Path, sig: int) -> None:
     repo = tmp_path / "repo"
     shas = make_repo(repo, [BASE, BASE, SLOW1000])
@@ -217,6 +343,47 @@ def test_ctrl_c_or_a_cancelled_job_removes_the_worktrees_and_stops_the_step(tmp_
     assert proc.returncode == EXIT_INTERRUPTED, out
     assert "tfperf-bisect: interrupted: the search stopped and its worktrees were removed (your checkout was not " \
            "touched)" in out
+    assert len(worktrees(repo)) == 1
+    assert list(scratch.iterdir()) == []  # the temporary directory of the worktrees is gone too
+
+
+# A session run with --tfperf-explain hangs (until interrupted): Ctrl-C comes during the explained step.
+HANGING_EXPLAIN_CONFTEST = """import signal, time
+
+def pytest_configure(config):
+    if config.getoption("--tfperf-explain"):
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite in the background passes it ignored
+        time.sleep(120)
+"""
+
+
+def test_a_cancelled_job_during_the_explained_step_still_prints_the_result(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "conftest.py").write_text(HANGING_EXPLAIN_CONFTEST)
+    shas = make_repo(repo, [BASE, SLOW1000])
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.cli.bisect", "--json", str(tmp_path / "b.json"),
+                             shas[0], shas[1], "--", *FAST, "test_work.py"],
+                            cwd=repo, env=dict(os.environ, TMPDIR=str(scratch)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("tfperf-bisect: explaining"):
+            break
+    time.sleep(1.0)  # inside the explained session
+    proc.send_signal(signal.SIGTERM)
+    out = "".join(seen) + proc.communicate(timeout=60)[0]
+    assert proc.returncode == EXIT_INTERRUPTED, out
+    assert f"first bad commit: {shas[1]}" in out
+    assert f"  no explanation against its parent {shas[0][:10]}: the explained step was interrupted (Ctrl-C or " \
+           "SIGTERM)" in out
+    assert out.rstrip().endswith("tfperf-bisect: interrupted during the explained step: the result above stands, "
+                                 "its worktrees were removed")
+    assert json.loads((tmp_path / "b.json").read_text())["first_bad"]["sha"] == shas[1]
     assert len(worktrees(repo)) == 1
     assert list(scratch.iterdir()) == []  # the temporary directory of the worktrees is gone too
 

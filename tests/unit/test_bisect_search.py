@@ -11,16 +11,25 @@ import pytest
 from pytest_tfperf.gates.bisect_search import (
     BisectResult,
     Commit,
+    ExplainedTest,
     Judgement,
     PairedChange,
+    ParentExplanation,
     Step,
     bisect,
     next_probe,
+    parent_of,
     planned_steps,
 )
 from pytest_tfperf.model import Environment
 from pytest_tfperf.reports.bisect_report import NOTHING, plan_line, result_dict, result_lines, step_line
-from pytest_tfperf.session.bisect_steps import StepRunner, judgement_from_results, why_not_collected
+from pytest_tfperf.session.bisect_steps import (
+    StepRunner,
+    _explained_test,
+    judgement_from_results,
+    rerun_command,
+    why_not_collected,
+)
 from pytest_tfperf.storage.results_json import ResultsDocument
 
 COMMITS = [Commit(sha=f"{i:02d}" * 20, subject=f"commit {i + 1}", author_date=f"2026-11-{i % 28 + 1:02d}T10:00:00+00:00")
@@ -242,6 +251,108 @@ def test_the_json_says_what_the_terminal_says() -> None:
     assert {"step", "commit", "subject", "author_date", "verdict", "elapsed_s", "tests"} <= set(doc["steps"][0])
     assert doc["further"][0]["at_or_before"] == result.further[0].at.sha
     assert doc["planned_steps"] == 7 and doc["commits"] == 31 and doc["elapsed_s"] > 0
+
+
+GOOD = Commit(sha="ff" * 20, subject="release 1", author_date="2026-10-01T10:00:00+00:00")
+
+
+def test_the_explained_step_is_in_the_plan_unless_skipped() -> None:
+    assert plan_line("v1", "main", 31, 7, explain=True) == (
+        "bisecting 31 first-parent commits after v1 up to main: about 7 paired steps, then one explained step (BAD "
+        "against GOOD first, the first bad commit's parent judged twice), each one paired measurement of the selected "
+        "tests beside GOOD; the explained step measures the first bad commit beside its parent under "
+        "--tfperf-explain, the regressed tests only (--no-explain skips it)")
+    assert plan_line("v1", "main", 31, 7, 40.0, explain=True) == (
+        "bisecting 31 first-parent commits after v1 up to main: about 7 paired steps of about 40 s, then one "
+        "explained step (the first took 40 s): about 5.3 min in all")
+
+
+def test_the_first_bad_commits_parent_is_the_commit_before_it_or_good() -> None:
+    found = bisect(COMMITS, planted((3, 0.2)), clock=FakeClock())
+    assert parent_of(found, COMMITS, GOOD) == COMMITS[2]
+    assert parent_of(bisect(COMMITS, planted((0, 0.2)), clock=FakeClock()), COMMITS, GOOD) == GOOD
+    assert parent_of(bisect(COMMITS, planted(), clock=FakeClock()), COMMITS, GOOD) is None  # nothing to bisect
+    ambiguous = bisect(COMMITS, planted((5, 0.2), skip=frozenset({3, 4})), clock=FakeClock())
+    assert ambiguous.outcome == "ambiguous" and parent_of(ambiguous, COMMITS, GOOD) is None
+
+
+EXPLAINED = ParentExplanation(
+    parent=COMMITS[2], elapsed_s=30.0, rerun="git checkout 0303030303 && pytest ... t.py::test_x",
+    tests=(ExplainedTest("t.py::test_x", ("where the time went: +0.60 ms/iteration measured",
+                                          "  planted (MatMul family) appeared +0.58 ms ±0.05 ms"),
+                         {"causes": [{"key": "layer:planted"}]}),))
+
+
+def test_the_explanation_is_printed_under_the_first_bad_commit_and_its_time_shown_apart() -> None:
+    result = bisect(COMMITS, planted((3, 0.2)), clock=FakeClock(20.0))
+    lines = result_lines(result, "g", "b", EXPLAINED)
+    assert lines[4:9] == [
+        f"  explained against its parent {COMMITS[2].short} ('commit 3'), one session with --tfperf-explain:",
+        "    t.py::test_x:",
+        "      where the time went: +0.60 ms/iteration measured",
+        "        planted (MatMul family) appeared +0.58 ms ±0.05 ms",
+        "    (the raw profiles went with the worktrees; to keep them: git checkout 0303030303 && pytest ... "
+        "t.py::test_x)"]
+    assert lines[9] == ""  # then the table
+    search = result.elapsed_s
+    assert lines[-1] == (f"{len(result.steps)} paired steps (planned about 7) over 31 commits, then one explained "
+                         f"step, in {(search + 30) / 60:.1f} min (search {search / 60:.1f} min, explained step 30 s)")
+    doc = json.loads(json.dumps(result_dict(result, "g", "b", explanation=EXPLAINED)))
+    assert doc["version"] == 2
+    assert doc["explanation"] == {
+        "against_parent": {"sha": COMMITS[2].sha, "subject": "commit 3", "author_date": COMMITS[2].author_date},
+        "tests": [{"test_id": "t.py::test_x", "lines": list(EXPLAINED.tests[0].lines),
+                   "explanation": {"causes": [{"key": "layer:planted"}]}}],
+        "reason": "", "rerun": EXPLAINED.rerun, "elapsed_s": 30.0}
+    assert doc["elapsed_s"] == pytest.approx(search + 30) and doc["search_elapsed_s"] == pytest.approx(search)
+
+
+def test_no_explanation_is_one_line_and_the_result_stands() -> None:
+    result = bisect(COMMITS, planted((3, 0.2)), clock=FakeClock(20.0))
+    failed = ParentExplanation(parent=GOOD, elapsed_s=2.0, reason="the explained session ran past its limit of 300 s "
+                                                                  "and was stopped")
+    lines = result_lines(result, "g", "b", failed)
+    assert lines[:4] == result_lines(result, "g", "b")[:4]
+    assert lines[4] == (f"  no explanation against its parent {GOOD.short}: the explained session ran past its "
+                        "limit of 300 s and was stopped")
+    assert lines[5] == ""
+    doc = result_dict(result, "g", "b", explanation=failed)
+    assert doc["outcome"] == "found" and doc["explanation"]["reason"].startswith("the explained session ran past")
+    assert result_dict(result, "g", "b")["explanation"] is None  # --no-explain
+
+
+RAW = "  raw profiles: tensorboard --logdir /tmp/tfperf-bisect-x/explain-03/.tfperf/p/partner (baseline), ..."
+
+
+def test_an_explained_test_is_read_from_the_explained_sessions_results() -> None:
+    attribution = {"lines": ["where the time went: +1.1 ms/iteration measured", "  planted (MatMul family) "
+                             "appeared +1.0 ms ±0.1 ms", RAW], "causes": [{"key": "layer:planted"}],
+                   "base_logdir": "/tmp/tfperf-bisect-x/explain-03/.tfperf/p/partner", "memory": {"logdir": "/x"}}
+    results = ResultsDocument(environment=Environment(hard=(("cpu_model", "x"),)), measurements=(),
+                              verdicts={"a": verdict("regressed", -0.5), "b": verdict("unchanged", -0.03),
+                                        "c": verdict("regressed", -0.5)},
+                              compared_with={"a": BESIDE, "b": BESIDE, "c": BESIDE},
+                              explanations={"a": attribution,
+                                            "c": {"lines": ["no explanation: another profiler session is running"],
+                                                  "reason": "another profiler session is running"}})
+    a = _explained_test(results, "a")
+    # The raw profiles' lines and folders are gone with the worktree; the causes stay.
+    assert a.lines == ("where the time went: +1.1 ms/iteration measured", "  planted (MatMul family) appeared "
+                                                                          "+1.0 ms ±0.1 ms")
+    assert a.detail == {"causes": [{"key": "layer:planted"}], "base_logdir": None, "memory": {"logdir": None}}
+    assert _explained_test(results, "b").lines == (
+        "no explanation: not slower than its parent beyond the tolerance (throughput -3.0%), verdict unchanged: "
+        "the slowdown against GOOD may have come in smaller steps before it",)
+    c = _explained_test(results, "c")
+    assert c.lines == ("no explanation: another profiler session is running",) and c.detail is None
+    assert _explained_test(results, "d").lines == ("no explanation: not measured beside the parent",)
+
+
+def test_the_rerun_command_carries_the_tfperf_options_and_names_the_tests() -> None:
+    assert rerun_command(COMMITS[3], ["t.py::test_x[a b]"], ["-k", "x", "tests/", "--tfperf-budget=1",
+                                                             "--tfperf-json=o.json", "--tfperf-tolerance", "20%"]) == (
+        f"git checkout {COMMITS[3].short} && pytest --tfperf --tfperf-explain --tfperf-against=HEAD~1 "
+        "--tfperf-budget=1 't.py::test_x[a b]'")
 
 
 def test_next_probe_prefers_the_middle_then_its_nearest_untried_neighbour() -> None:
