@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 # numpy and pandas are imported by the gate and the history during the
@@ -48,6 +49,14 @@ def test_other(tfperf):
 FAST = ["--tfperf", "--tfperf-budget=0.3", "--tfperf-tolerance=90%", "--tfperf-runs=5"]
 SLOWER = 2_000_000  # WORK_N for a 1000x slowdown of test_fast (items fixed at 2000)
 
+# The confirming process is a partner session (TFPERF_PARTNER_FDS is set in it): these switches break it there
+# only, never in the session under test. Unbroken it is WORKLOAD with items fixed at 2000.
+BREAKABLE = WORKLOAD.replace("import pytest\n", """import pytest
+
+if os.environ.get("TFPERF_PARTNER_FDS") and os.environ.get("BREAK_CONFIRMATION") == "exit":
+    os._exit(3)  # the fresh process dies before it can measure anything
+""", 1).replace("tfperf(work, items=N)", "tfperf(work, items=2000)")
+
 
 def run(pytester: pytest.Pytester, *args: str, work_n: int = 2000) -> pytest.RunResult:
     os.environ["WORK_N"] = str(work_n)
@@ -55,6 +64,28 @@ def run(pytester: pytest.Pytester, *args: str, work_n: int = 2000) -> pytest.Run
         return pytester.runpytest_inprocess(*FAST, *args)
     finally:
         del os.environ["WORK_N"]
+
+
+_REFRESHED: dict[str, Path] = {}  # a test module's source -> its baseline folder, refreshed once in this module
+
+
+def refreshed(pytester: pytest.Pytester, source: str, tests: int) -> Path:
+    """``source`` as test_work.py with its baselines refreshed; the baseline folder.
+
+    A refresh is 5 pytest processes: the real one runs in the first test that asks for this source, and the
+    others start from a copy of its folder, since what they check comes after the refresh. What a refresh
+    itself writes is checked by test_update_then_regression_fails_exactly_the_slower_test.
+    """
+    pytester.makepyfile(test_work=source)
+    directory = pytester.path / "benchmarks" / "baselines"
+    if source not in _REFRESHED:
+        run(pytester, "--tfperf-update").assert_outcomes(passed=tests)
+        kept = pytester.path.parent / f"refreshed-{len(_REFRESHED)}"
+        shutil.copytree(directory, kept)
+        _REFRESHED[source] = kept
+    else:
+        shutil.copytree(_REFRESHED[source], directory)
+    return directory
 
 
 def test_budgets_fail_only_the_test_that_crosses_them(pytester: pytest.Pytester) -> None:
@@ -136,18 +167,22 @@ def test_update_then_regression_fails_exactly_the_slower_test(pytester: pytest.P
     assert "FAILED" not in "".join(line for line in result.outlines if "test_other" in line)
 
 
+PAIR = """
+import os
+
+N = int(os.environ.get("WORK_N", "2000"))
+# In the confirming process the changed variant goes by another name when asked: its test id is not measured there.
+CHANGED = "renamed" if os.environ.get("TFPERF_PARTNER_FDS") and os.environ.get("BREAK_CONFIRMATION") else "changed"
+
+def test_pair(tfperf):
+    tfperf.compare({"steady": lambda: sum(i * i for i in range(2000)),
+                    CHANGED: lambda: sum(i * i for i in range(N))}, items=2000)
+"""
+
+
 def test_a_variant_of_compare_that_regresses_is_confirmed_in_a_fresh_process(pytester: pytest.Pytester) -> None:
     # The fresh process measures the whole tfperf.compare() test; each variant is judged on its own run there.
-    pytester.makepyfile("""
-        import os
-
-        N = int(os.environ.get("WORK_N", "2000"))
-
-        def test_pair(tfperf):
-            tfperf.compare({"steady": lambda: sum(i * i for i in range(2000)),
-                            "changed": lambda: sum(i * i for i in range(N))}, items=2000)
-        """)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=1)
+    refreshed(pytester, PAIR, 1)
     result = run(pytester, work_n=SLOWER)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
@@ -160,26 +195,22 @@ def test_a_variant_of_compare_that_regresses_is_confirmed_in_a_fresh_process(pyt
 
 
 def test_refresh_keeps_other_tests_baselines(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(WORKLOAD)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
-    directory = pytester.path / "benchmarks" / "baselines"
+    directory = refreshed(pytester, WORKLOAD, 2)
     before = {p.name: p.read_text() for p in directory.glob("*.json")}
     run(pytester, "--tfperf-update", "-k", "test_fast").assert_outcomes(passed=1, deselected=1)
     after = {p.name: p.read_text() for p in directory.glob("*.json")}
     assert before.keys() == after.keys()
     store = BaselineStore(directory)
-    other = store.path_for(f"{pytester.path.name[:-1]}.py::test_other").name
-    fast = store.path_for(f"{pytester.path.name[:-1]}.py::test_fast").name
+    other = store.path_for("test_work.py::test_other").name
+    fast = store.path_for("test_work.py::test_fast").name
     assert after[other] == before[other]
     assert after[fast] != before[fast]
 
 
 def test_a_corrupted_baseline_fails_its_test_with_a_clear_message_and_is_not_overwritten(
         pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(WORKLOAD)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
-    store = BaselineStore(pytester.path / "benchmarks" / "baselines")
-    fast = store.path_for(f"{pytester.path.name[:-1]}.py::test_fast")
+    store = BaselineStore(refreshed(pytester, WORKLOAD, 2))
+    fast = store.path_for("test_work.py::test_fast")
     truncated = fast.read_text()[:200]
     fast.write_text(truncated)
     result = run(pytester)
@@ -191,16 +222,14 @@ def test_a_corrupted_baseline_fails_its_test_with_a_clear_message_and_is_not_ove
 
 
 def test_json_results_hold_samples_environment_and_verdicts(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(WORKLOAD)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    refreshed(pytester, WORKLOAD, 2)
     out = pytester.path / "results.json"
     run(pytester, f"--tfperf-json={out}").assert_outcomes(passed=2)
     doc = load_results(out)
-    assert set(doc.test_ids) == {"test_json_results_hold_samples_environment_and_verdicts.py::test_fast",
-                                 "test_json_results_hold_samples_environment_and_verdicts.py::test_other"}
-    m = doc.measurement("test_json_results_hold_samples_environment_and_verdicts.py::test_fast")
+    assert set(doc.test_ids) == {"test_work.py::test_fast", "test_work.py::test_other"}
+    m = doc.measurement("test_work.py::test_fast")
     assert m is not None and m.timings.iterations > 10 and m.timings.items_per_iteration == 2000
-    verdict = doc.verdict("test_json_results_hold_samples_environment_and_verdicts.py::test_fast")
+    verdict = doc.verdict("test_work.py::test_fast")
     assert verdict is not None and verdict["status"] in {"unchanged", "improved", "noisy", "regressed"}
     raw = json.loads(out.read_text())
     assert raw["schema"] == "pytest-tfperf/results" and raw["schema_version"] == RESULTS_SCHEMA_VERSION
@@ -236,7 +265,9 @@ def test_compare_variants_are_gated_separately(pytester: pytest.Pytester) -> Non
             assert res["fix"].throughput > res["anti"].throughput
         """
     )
-    result = run(pytester, "--tfperf-update")
+    # One process: a refresh's extra processes measure compare variants too, and their runs are judged in
+    # test_a_variant_of_compare_that_regresses_is_confirmed_in_a_fresh_process.
+    result = run(pytester, "--tfperf-update", "--tfperf-runs=1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_pair[[]anti[]]*", "*test_pair[[]fix[]]*"])
     assert len(list((pytester.path / "benchmarks" / "baselines").glob("*.json"))) == 2
@@ -316,8 +347,7 @@ def test_paired_reference_must_be_a_variant(pytester: pytest.Pytester) -> None:
 
 
 def test_stored_throughput_regression_only_warns_when_asked(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(WORKLOAD.replace("tfperf(work, items=N)", "tfperf(work, items=2000)"))
-    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    refreshed(pytester, BREAKABLE, 2)  # unbroken: BREAK_CONFIRMATION is not set
     result = run(pytester, "--tfperf-throughput-gate=warn", work_n=SLOWER)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
@@ -341,9 +371,7 @@ def test_a_one_run_baseline_says_it_cannot_judge_throughput(pytester: pytest.Pyt
 
 
 def test_recorded_runs_go_to_the_history_and_leave_baselines_alone(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(WORKLOAD)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
-    directory = pytester.path / "benchmarks" / "baselines"
+    directory = refreshed(pytester, WORKLOAD, 2)
     before = {p.name: p.read_text() for p in directory.glob("*.json")}
     for _ in range(2):
         result = run(pytester, "--tfperf-record")
@@ -356,7 +384,7 @@ def test_recorded_runs_go_to_the_history_and_leave_baselines_alone(pytester: pyt
     assert sorted(len(v) for v in recorded.values()) == [2, 2]  # two recorded runs of each test
     # The next gated run uses them: its verdict counts them beside the baseline's runs.
     result = run(pytester, "--tfperf-json=out.json")
-    verdict = load_results(pytester.path / "out.json").verdict(f"{pytester.path.name[:-1]}.py::test_fast")
+    verdict = load_results(pytester.path / "out.json").verdict("test_work.py::test_fast")
     assert verdict is not None
     (throughput,) = [m for m in verdict["metrics"] if m["metric"] == "throughput"]
     assert (throughput["baseline_runs"], throughput["history_runs"]) == (5, 2)
@@ -391,9 +419,7 @@ def test_junit_figures_belong_to_their_own_test_only(pytester: pytest.Pytester) 
 
 
 def test_a_broken_history_fails_the_gated_tests_naming_it_and_is_not_rewritten(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(WORKLOAD)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
-    history = pytester.path / "benchmarks" / "baselines" / "history.csv"
+    history = refreshed(pytester, WORKLOAD, 2) / "history.csv"
     broken = history.read_text() + "2026-11-26T00:00:00Z,run,t::a,throughput_per_s\n"  # a row cut short
     history.write_text(broken)
     result = run(pytester, "--tfperf-record")
@@ -446,19 +472,9 @@ def test_outputs_in_folders_that_do_not_exist_yet_are_written_there(pytester: py
     assert not list(pytester.path.glob("**/.tfperf-write-check.*"))
 
 
-# The confirming process is a partner session (TFPERF_PARTNER_FDS is set in it): these switches break it there
-# only, never in the session under test.
-BREAKABLE = WORKLOAD.replace("import pytest\n", """import pytest
-
-if os.environ.get("TFPERF_PARTNER_FDS") and os.environ.get("BREAK_CONFIRMATION") == "exit":
-    os._exit(3)  # the fresh process dies before it can measure anything
-""", 1).replace("tfperf(work, items=N)", "tfperf(work, items=2000)")
-
-
 def test_a_regression_whose_confirmation_cannot_run_is_reported_unconfirmed_and_fails_nothing(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makepyfile(BREAKABLE)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=2)
+    refreshed(pytester, BREAKABLE, 2)
     monkeypatch.setenv("BREAK_CONFIRMATION", "exit")
     step_summary = pytester.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
@@ -473,7 +489,7 @@ def test_a_regression_whose_confirmation_cannot_run_is_reported_unconfirmed_and_
         "it: the partner session in * could not start: the other session ended*; run the test again to decide",
     ])
     assert "performance regressed" not in result.stdout.str()
-    test_id = f"{pytester.path.name[:-1]}.py::test_fast"
+    test_id = "test_work.py::test_fast"
     verdict = load_results(pytester.path / "out.json").verdict(test_id)
     assert verdict is not None and verdict["status"] == "unconfirmed"
     assert verdict["unconfirmed_reason"].startswith("the fresh process could not measure it: the partner session")
@@ -490,18 +506,7 @@ def test_a_regression_whose_confirmation_cannot_run_is_reported_unconfirmed_and_
 
 def test_a_compare_variant_the_fresh_process_did_not_measure_is_unconfirmed(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makepyfile("""
-        import os
-
-        N = int(os.environ.get("WORK_N", "2000"))
-        # In the confirming process the changed variant goes by another name: its test id is not measured there.
-        CHANGED = "renamed" if os.environ.get("TFPERF_PARTNER_FDS") and os.environ.get("BREAK_CONFIRMATION") else "changed"
-
-        def test_pair(tfperf):
-            tfperf.compare({"steady": lambda: sum(i * i for i in range(2000)),
-                            CHANGED: lambda: sum(i * i for i in range(N))}, items=2000)
-        """)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=1)
+    refreshed(pytester, PAIR, 1)
     monkeypatch.setenv("BREAK_CONFIRMATION", "rename")
     result = run(pytester, work_n=SLOWER)
     result.assert_outcomes(passed=1)

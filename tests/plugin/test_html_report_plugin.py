@@ -34,8 +34,10 @@ def test_effects(tfperf):
 
 def test_html_json_and_effect_lines_from_one_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(WORKLOAD)
-    result = pytester.runpytest_inprocess(*FAST, "--tfperf-update", "--tfperf-html=out/report.html",
-                                          "--tfperf-json=out/results.json")
+    # A refresh, for the baseline folder the report command reads below; one process is enough for that
+    # (the default 7 would start 6 more pytest processes that nothing here looks at).
+    result = pytester.runpytest_inprocess(*FAST, "--tfperf-update", "--tfperf-runs=1",
+                                          "--tfperf-html=out/report.html", "--tfperf-json=out/results.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*HTML report written to out/report.html*"])
     # The summary ends with the catalog section: one line per comparison, then the count.

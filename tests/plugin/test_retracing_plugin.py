@@ -12,6 +12,8 @@ import json
 
 import pytest
 
+from tests.fakes.growth_confirmation import SHORT_GROWTH_CONFIRMATION
+
 pytestmark = pytest.mark.filterwarnings("default")
 
 CASES = """
@@ -91,6 +93,7 @@ def test_every_retrace_is_counted_and_explained_and_healthy_loops_draw_no_warnin
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
     pytester.makepyfile(test_retrace_cases=CASES)
+    pytester.makeconftest(SHORT_GROWTH_CONFIRMATION)  # traces are asserted here, not growth
     result = pytester.runpytest_subprocess("--tfperf", "--tfperf-budget=0.3", "--tfperf-rounds=3",
                                            "--tfperf-json=results.json", "-p", "no:cacheprovider", timeout=300)
     out = result.stdout.str()
@@ -161,6 +164,7 @@ def test_without_the_tracing_callback_traces_are_counted_between_rounds_and_the_
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
     pytester.makepyfile(test_fallback=FALLBACK)
+    pytester.makeconftest(SHORT_GROWTH_CONFIRMATION)  # traces are asserted here, not growth
     result = pytester.runpytest_subprocess("--tfperf", "--tfperf-budget=0.2", "--tfperf-json=results.json",
                                            "-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=1)

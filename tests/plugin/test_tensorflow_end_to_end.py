@@ -14,6 +14,7 @@ import pytest
 
 from pytest_tfperf.model import MemorySource
 from pytest_tfperf.storage.results_json import load_results
+from tests.fakes.growth_confirmation import SHORT_GROWTH_CONFIRMATION
 
 MODULE = """
 import pytest
@@ -50,6 +51,7 @@ def test_pipeline(tfperf):
 def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, object]:
     pytester_dir = tmp_path_factory.mktemp("tf_e2e")
     (pytester_dir / "test_tf.py").write_text(MODULE)
+    (pytester_dir / "conftest.py").write_text(SHORT_GROWTH_CONFIRMATION)  # test_retraces grows; nothing asserts growth
     out = pytester_dir / "results.json"
     import subprocess
     import sys
