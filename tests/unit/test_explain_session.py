@@ -42,7 +42,8 @@ class FakeProfiler:
         self.by_side = by_side
         self.calls: list[tuple[str, Path, int]] = []
 
-    def __call__(self, step: Any, logdir: Path, *, name: str, windows: int, iterations: int) -> ProfileOutcome:
+    def __call__(self, step: Any, logdir: Path, *, name: str, windows: int, iterations: int,
+                 **budget: Any) -> ProfileOutcome:
         self.calls.append((name, Path(logdir), iterations))
         step()  # the side's own iteration runs
         planned = self.by_side[name]
@@ -144,7 +145,8 @@ class FakePairProfiler:
         self.reason, self.raises = reason, raises
         self.calls: list[tuple[list[str], Path, int, dict[str, int]]] = []
 
-    def __call__(self, steps: Any, logdir: Path, *, windows: int, iterations: dict[str, int]) -> dict[str, Any]:
+    def __call__(self, steps: Any, logdir: Path, *, windows: int, iterations: dict[str, int],
+                 **budget: Any) -> dict[str, Any]:
         self.calls.append((list(steps), Path(logdir), windows, dict(iterations)))
         if self.raises:
             raise self.raises

@@ -235,7 +235,11 @@ def test_the_profiled_pass_uses_a_fresh_iterator_and_reads_the_stages(tmp_path) 
 
     stages = profile_input(_workload(), _raw(34.0, 1.5), tmp_path, "t.py::test_a", profiler)
     assert stages.reading is not None and stages.reading.pace_setter.name == "Generator"
-    assert seen["windows"] == 4 and seen["warmup"] == seen["iterations"] == 7  # 0.25 s windows of 35.5 ms
+    assert seen["windows"] == seen["min_windows"] == 4 and seen["iterations"] == 7  # 0.25 s windows of 35.5 ms
+    assert seen["warmup"] == 3  # half a window: the calibration session pulls more before the windows
+    # the whole pass bounded by the timed rounds it follows: their iterations' times summed
+    raw = _raw(34.0, 1.5)
+    assert seen["budget_s"] == sum(raw.timings.samples_ns) / 1e9
     assert str(seen["logdir"]).endswith(".tfperf/profiles/t.py_test_a/input") and stages.logdir == str(seen["logdir"])
 
 
