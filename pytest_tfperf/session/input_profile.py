@@ -53,6 +53,7 @@ def profile_input(workload: Workload, raw: RawRun, rootdir: str | Path, test_id:
     if profiler is None:
         from pytest_tfperf.profiling.capture import profile_step as profiler
     iterations = iterations_per_window(raw.timings.median_ns / 1e9)
+    rounds_s = rounds_seconds(raw.timings)
     logdir = profile_dir(rootdir, test_id, "input")
     shutil.rmtree(logdir, ignore_errors=True)  # the folder holds this run's profile only
     started = time.monotonic()
@@ -63,16 +64,16 @@ def profile_input(workload: Workload, raw: RawRun, rootdir: str | Path, test_id:
         # elements as free. Half a window's worth, then the calibration session pulls a quarter window more before
         # the profiled windows: together most of a window, as before the pass had a budget, in less of it.
         outcome = profiler(lambda: step(pull()), logdir, name="pipeline", windows=WINDOWS, iterations=iterations,
-                           warmup=max(1, iterations // 2), budget_s=rounds_seconds(raw.timings),
+                           warmup=max(1, iterations // 2), budget_s=rounds_s,
                            min_windows=WINDOWS)
     except Exception as exc:  # noqa: BLE001 - the diagnosis stands without the profile, and says why
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return ProfiledStages(None, f"the profiled pass raised {type(exc).__name__}: {first}",
-                              seconds=time.monotonic() - started)
+                              seconds=time.monotonic() - started, rounds_s=rounds_s)
     seconds = time.monotonic() - started
     if outcome.profile is None:
-        return ProfiledStages(None, f"no profile: {outcome.reason}", seconds=seconds)
+        return ProfiledStages(None, f"no profile: {outcome.reason}", seconds=seconds, rounds_s=rounds_s)
     reading = read_stages(outcome.profile)
     if reading is None:
-        return ProfiledStages(None, "the profile holds no tf.data stage", str(logdir), seconds)
-    return ProfiledStages(reading, None, str(logdir), seconds)
+        return ProfiledStages(None, "the profile holds no tf.data stage", str(logdir), seconds, rounds_s)
+    return ProfiledStages(reading, None, str(logdir), seconds, rounds_s)

@@ -164,9 +164,11 @@ def _raw(wait_ms: float, step_ms: float, *, pipeline: PipelineShape | None = Non
 
 def test_the_diagnosis_names_the_measured_stage_and_its_remedy() -> None:
     raw = _raw(34.0, 1.5, pipeline=PipelineShape(("generator", "map", "batch")))
-    stages = ProfiledStages(read_stages(GENERATOR), logdir="/tmp/x/input")
+    stages = ProfiledStages(read_stages(GENERATOR), logdir="/tmp/x/input", seconds=0.8, rounds_s=1.4)
     d, _ = input_bound(raw, stages)
     assert d.severity == "warning"
+    # what the pass cost, beside the timed rounds that bound it
+    assert dict(d.figures)["stages_profiled_pass_s"] == 0.8 and dict(d.figures)["stages_profiled_rounds_s"] == 1.4
     assert "Profiled, the stage that sets the pace is the from_generator source" in d.summary
     assert "To do: its Python generator yields one element at a time" in d.summary
     assert d.summary.endswith("(tensorboard --logdir /tmp/x/input)")
@@ -239,7 +241,7 @@ def test_the_profiled_pass_uses_a_fresh_iterator_and_reads_the_stages(tmp_path) 
     assert seen["warmup"] == 3  # half a window: the calibration session pulls more before the windows
     # the whole pass bounded by the timed rounds it follows: their iterations' times summed
     raw = _raw(34.0, 1.5)
-    assert seen["budget_s"] == sum(raw.timings.samples_ns) / 1e9
+    assert seen["budget_s"] == sum(raw.timings.samples_ns) / 1e9 == stages.rounds_s
     assert str(seen["logdir"]).endswith(".tfperf/profiles/t.py_test_a/input") and stages.logdir == str(seen["logdir"])
 
 
