@@ -364,9 +364,13 @@ def _events(outcome: Any) -> int | None:
     return sum(e for _, e, _ in window_costs(load_xspace(paths[-1], max_bytes=2**31)).values()) if paths else None
 
 
-def _outcome_info(outcome: Any, iterations: int, *, interleaved: bool, events: int | None = None) -> dict[str, Any]:
+def _outcome_info(outcome: Any, iterations: int, *, interleaved: bool,
+                  events: int | None = None) -> dict[str, Any]:
     plan = outcome.plan
-    return {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": iterations,
+    # the iterations per window the profile holds (the budget may have cut the ceiling the benchmark asked for)
+    held = outcome.profile.iterations if outcome.profile is not None else iterations
+    return {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": held,
+            "iterations_ceiling": iterations,
             "seconds_windows": round(outcome.seconds_windows, 2), "seconds_stop": round(outcome.seconds_stop, 2),
             "seconds_calibration": round(outcome.seconds_calibration, 2), "windows_run": outcome.windows_run,
             "seconds_read": round(outcome.seconds_read, 2), "seconds_per_event": outcome.seconds_per_event,
@@ -634,8 +638,9 @@ def _summary(runs: list[dict[str, Any]], cross: list[dict[str, Any]]) -> dict[st
         "reading_s_median": med(reads),
         "warmup_and_reading_s_median": med([p - w - t - c for p, w, t, c in zip(passes, windows, stops, calibrations)]),
         "runs_windows_cut": sum(any(i.get("windows_run", WINDOWS) < WINDOWS for i in _passes(r)) for r in ok),
-        "runs_iterations_cut": sum(any(i.get("planned") and i["planned"]["iterations"].get(a, i["iterations"])
-                                       < i["iterations"] for a, i in r["profiled"].items()) for r in ok),
+        "runs_iterations_cut": sum(any(i.get("planned") and i["planned"]["iterations"].get(a, 0)
+                                       < i.get("iterations_ceiling", i["iterations"]) for a, i in r["profiled"].items())
+                                   for r in ok),
         "runs_plan_over_budget": sum(any(i.get("planned") and not i["planned"]["fits"] for i in _passes(r))
                                      for r in ok),
         "measured_rounds_s_median": med([r["measured_rounds_s"] for r in ok]),
