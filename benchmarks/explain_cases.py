@@ -497,6 +497,8 @@ def reattribute(results: Path, profile_dir: Path, *, from_raw: bool = False) -> 
     result["summary"] = _summary(result["runs"], result["aa_cross_process"])
     result["reattributed"] = datetime.now(timezone.utc).isoformat(timespec="seconds") + (
         ", profiles read again from the raw .xplane.pb files" if from_raw else "")
+    result["reattribute_command"] = (f"nice -n 15 .venv/bin/python benchmarks/explain_cases.py --reattribute "
+                                     f"{profile_dir}" + (" --from-raw" if from_raw else ""))
     results.write_text(json.dumps(result, indent=1) + "\n")
     results.with_suffix(".md").write_text(_markdown(result))
     print(json.dumps(result["summary"], indent=1))
@@ -660,8 +662,9 @@ def _markdown(result: dict[str, Any]) -> str:
     loads = s.get("load_average_1min") or [0.0]
     out = [f"# Planted regressions explained ({result['date']}, {result['machine']})", "",
            f"Command: `{result['command']}` ({result['seconds']} s). Settings: {result['settings']}.", "",
-           *([f"Attributed again ({result['reattributed']}): `nice -n 15 .venv/bin/python "
-              "benchmarks/explain_cases.py --reattribute /tmp/explain-profiles --from-raw`", ""]
+           *([f"Attributed again ({result['reattributed']}): `"
+              + result.get("reattribute_command", "nice -n 15 .venv/bin/python benchmarks/explain_cases.py "
+                           "--reattribute /tmp/explain-profiles --from-raw") + "`", ""]
              if "reattributed" in result else []),
            f"- cases whose top cause is the planted group in every process: "
            f"**{s['cases_top_planted_in_every_process']} of {s['cases']}**",

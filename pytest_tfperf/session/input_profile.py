@@ -53,18 +53,20 @@ def profile_input(workload: Workload, raw: RawRun, rootdir: str | Path, test_id:
     if profiler is None:
         from pytest_tfperf.profiling.capture import profile_step as profiler
     iterations = iterations_per_window(raw.timings.median_ns / 1e9)
-    rounds_s = rounds_seconds(raw.timings)
+    # The timed rounds the diagnosis reads: together, and the dataset and the step alone (its three phases).
+    split = raw.input_split
+    rounds_s = rounds_seconds(raw.timings) + (0.0 if split is None else
+                                              rounds_seconds(split.dataset_alone) + rounds_seconds(split.step_alone))
     logdir = profile_dir(rootdir, test_id, "input")
     shutil.rmtree(logdir, ignore_errors=True)  # the folder holds this run's profile only
     started = time.monotonic()
     try:
         logdir.mkdir(parents=True, exist_ok=True)
         pull = fresh()  # its own iterator: the measured one's buffers stay as they were
-        # Warm-up: a new iterator fills its buffers while nobody pulls, and the first window would read those
-        # elements as free. Half a window's worth, then the calibration session pulls a quarter window more before
-        # the profiled windows: together most of a window, as before the pass had a budget, in less of it.
+        # A window's worth of warm-up: a new iterator fills its buffers while nobody pulls, and the first window
+        # would read those elements as free (with the budget, a window as planned, right before the windows).
         outcome = profiler(lambda: step(pull()), logdir, name="pipeline", windows=WINDOWS, iterations=iterations,
-                           warmup=max(1, iterations // 2), budget_s=rounds_s,
+                           warmup=iterations, budget_s=rounds_s,
                            min_windows=WINDOWS)
     except Exception as exc:  # noqa: BLE001 - the diagnosis stands without the profile, and says why
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""

@@ -238,10 +238,11 @@ def test_the_profiled_pass_uses_a_fresh_iterator_and_reads_the_stages(tmp_path) 
     stages = profile_input(_workload(), _raw(34.0, 1.5), tmp_path, "t.py::test_a", profiler)
     assert stages.reading is not None and stages.reading.pace_setter.name == "Generator"
     assert seen["windows"] == seen["min_windows"] == 4 and seen["iterations"] == 7  # 0.25 s windows of 35.5 ms
-    assert seen["warmup"] == 3  # half a window: the calibration session pulls more before the windows
-    # the whole pass bounded by the timed rounds it follows: their iterations' times summed
+    assert seen["warmup"] == 7  # a window's worth: the first window must not read buffered elements as free
+    # the whole pass bounded by the timed rounds it follows: their iterations' times summed, over its three phases
     raw = _raw(34.0, 1.5)
-    assert seen["budget_s"] == sum(raw.timings.samples_ns) / 1e9 == stages.rounds_s
+    phases = (raw.timings, raw.input_split.dataset_alone, raw.input_split.step_alone)
+    assert seen["budget_s"] == pytest.approx(sum(sum(t.samples_ns) for t in phases) / 1e9) == stages.rounds_s
     assert str(seen["logdir"]).endswith(".tfperf/profiles/t.py_test_a/input") and stages.logdir == str(seen["logdir"])
 
 

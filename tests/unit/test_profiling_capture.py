@@ -309,3 +309,22 @@ def test_trouble_in_the_calibration_session_is_the_reason(
     fake.start_error, fake.writes = None, False
     outcome = profile_step(_step(clock, cost, "step", []), tmp_path, budget_s=1.0)
     assert outcome.reason.startswith("the profiler wrote no .xplane.pb (calibration session")
+
+
+def test_with_a_budget_the_warm_up_runs_after_the_calibration_right_before_the_windows(
+        clocked: tuple[FakeProfiler, FakeClock, dict[str, Any]], tmp_path: Path) -> None:
+    fake, clock, cost = clocked
+    seen: list[str] = []
+    step = _step(clock, cost, "step", [])
+
+    def pull() -> None:  # what the profiler had done last when each call ran
+        seen.append(fake.events[-1] if fake.events else "nothing")
+        step()
+    outcome = profile_step(pull, tmp_path, windows=5, iterations=40, warmup=40, budget_s=1.0)
+    assert outcome.plan is not None, outcome.reason
+    n = outcome.plan.iterations["step"]
+    assert 1 <= n < 40
+    calibration = seen[:10]  # a quarter window, in the calibration session's window
+    assert calibration == ["enter tfperf_window"] * 10
+    # then a window's worth as planned (not the 40 asked for), after the calibration stopped, before the pass starts
+    assert seen[10:10 + n] == ["stop"] * n and seen[10 + n] == "enter tfperf_window"
