@@ -17,7 +17,10 @@ twice). In one fresh process per repeat it:
    of ``WINDOW_SECONDS`` each per arm, host tracer level 2) in ONE profiler
    session with the arms' windows alternating (``profile_steps``); a pipeline
    arm pulls half a window unmarked before each of its windows (``settle``),
-   so that what it did ahead on tf.data threads is not read as free;
+   so that what it did ahead on tf.data threads is not read as free; the
+   whole pass within the measured rounds' time (``budget_s``: a calibration
+   session, then iterations per window cut, and down to ``MIN_WINDOWS``
+   windows, so that stopping the profiler and reading the profile fit);
 3. attributes the measured change (changed vs base) and the A/A change
    (base again vs base), and records: whether the top cause is the planted
    group, how much of the measured change the causes explain, whether the
@@ -51,6 +54,7 @@ sys.path.insert(0, str(HERE.parent))
 ROUNDS = 5
 ROUND_SECONDS = 0.4
 WINDOWS = 6
+MIN_WINDOWS = 5  # the budget may cut a window, not more: the attribution's noise is the windows' spread
 WINDOW_SECONDS = 0.1
 RESULTS = HERE / "results"
 
@@ -320,12 +324,16 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
     # elements in flight, finished meanwhile on tf.data threads; pulled unmarked, they are not read as free
     # in the window, and what the arm did ahead lands in its own settle calls, outside every window.
     settle = {arm: max(1, iterations[arm] // 2) for arm in arms} if case.startswith("pipeline_") else 0
+    # The whole pass (warm-up, calibration, windows, stop, reading) within the measured rounds' time, as
+    # --tfperf-explain sizes it: the budget cuts the windows' iterations (and a window) when the profiler's
+    # stop and reading would cost more than is left (profiling.budget).
     outcomes = profile_steps(arms, profile_dir / case / "all", windows=WINDOWS, iterations=iterations, warmup=1,
-                             settle=settle)
-    for arm, outcome in outcomes.items():
-        outcome_info[arm] = _outcome_info(outcome, iterations[arm], interleaved=True)
-        profiles[arm] = outcome.profile
+                             settle=settle, budget_s=measured_s, min_windows=MIN_WINDOWS)
     pass_s = time.perf_counter() - pass_started
+    events = _events(next(iter(outcomes.values())))  # after the pass, not counted in it
+    for arm, outcome in outcomes.items():
+        outcome_info[arm] = _outcome_info(outcome, iterations[arm], interleaved=True, events=events)
+        profiles[arm] = outcome.profile
     out: dict[str, Any] = {"case": case, "pid": os.getpid(), "round_iterations": n, "build_s": round(build_s, 1),
                            "measured_rounds_s": round(measured_s, 2), "profiled_pass_s": round(pass_s, 2),
                            "load_average": [round(v, 2) for v in os.getloadavg()],
@@ -345,9 +353,31 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
     return out
 
 
-def _outcome_info(outcome: Any, iterations: int, *, interleaved: bool) -> dict[str, Any]:
-    return {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": iterations,
+def _events(outcome: Any) -> int | None:
+    """Host events in the pass's windows (all sides), read again from its raw profile: the calibration's
+    estimate of the stop's and the reading's cost per event is checked against it."""
+    if outcome.run_dir is None:
+        return None
+    from pytest_tfperf.profiling.xspace import load_xspace, window_costs
+
+    paths = sorted(Path(outcome.run_dir).glob("*.xplane.pb"))
+    return sum(e for _, e, _ in window_costs(load_xspace(paths[-1], max_bytes=2**31)).values()) if paths else None
+
+
+def _outcome_info(outcome: Any, iterations: int, *, interleaved: bool,
+                  events: int | None = None) -> dict[str, Any]:
+    plan = outcome.plan
+    # the iterations per window the profile holds (the budget may have cut the ceiling the benchmark asked for)
+    held = outcome.profile.iterations if outcome.profile is not None else iterations
+    return {"line": outcome.line, "seconds": round(outcome.seconds, 2), "iterations": held,
+            "iterations_ceiling": iterations,
             "seconds_windows": round(outcome.seconds_windows, 2), "seconds_stop": round(outcome.seconds_stop, 2),
+            "seconds_calibration": round(outcome.seconds_calibration, 2), "windows_run": outcome.windows_run,
+            "seconds_read": round(outcome.seconds_read, 2), "seconds_per_event": outcome.seconds_per_event,
+            "events": events,
+            "planned": None if plan is None else {
+                "windows": plan.windows, "iterations": dict(plan.iterations), "fits": plan.fits,
+                "seconds_windows": round(plan.seconds_windows, 2), "seconds_after": round(plan.seconds_after, 2)},
             "interleaved": interleaved}
 
 
@@ -467,6 +497,8 @@ def reattribute(results: Path, profile_dir: Path, *, from_raw: bool = False) -> 
     result["summary"] = _summary(result["runs"], result["aa_cross_process"])
     result["reattributed"] = datetime.now(timezone.utc).isoformat(timespec="seconds") + (
         ", profiles read again from the raw .xplane.pb files" if from_raw else "")
+    result["reattribute_command"] = (f"nice -n 15 .venv/bin/python benchmarks/explain_cases.py --reattribute "
+                                     f"{profile_dir}" + (" --from-raw" if from_raw else ""))
     results.write_text(json.dumps(result, indent=1) + "\n")
     results.with_suffix(".md").write_text(_markdown(result))
     print(json.dumps(result["summary"], indent=1))
@@ -579,6 +611,8 @@ def _summary(runs: list[dict[str, Any]], cross: list[dict[str, Any]]) -> dict[st
     passes = [r["profiled_pass_s"] for r in ok]
     windows = [sum(i["seconds_windows"] for i in _passes(r)) for r in ok]
     stops = [sum(i["seconds_stop"] for i in _passes(r)) for r in ok]
+    calibrations = [sum(i.get("seconds_calibration", 0.0) for i in _passes(r)) for r in ok]
+    reads = [sum(i.get("seconds_read", 0.0) for i in _passes(r)) for r in ok]
     planted = [r["planted"] for r in ok]
     return {
         "cases": len(per_case),
@@ -602,7 +636,15 @@ def _summary(runs: list[dict[str, Any]], cross: list[dict[str, Any]]) -> dict[st
         "profiled_pass_s_median": med(passes),
         "profiled_windows_s_median": med(windows),
         "profiler_stop_s_median": med(stops),
-        "warmup_and_reading_s_median": med([p - w - t for p, w, t in zip(passes, windows, stops)]),
+        "profiler_calibration_s_median": med(calibrations),
+        "reading_s_median": med(reads),
+        "warmup_and_reading_s_median": med([p - w - t - c for p, w, t, c in zip(passes, windows, stops, calibrations)]),
+        "runs_windows_cut": sum(any(i.get("windows_run", WINDOWS) < WINDOWS for i in _passes(r)) for r in ok),
+        "runs_iterations_cut": sum(any(i.get("planned") and i["planned"]["iterations"].get(a, 0)
+                                       < i.get("iterations_ceiling", i["iterations"]) for a, i in r["profiled"].items())
+                                   for r in ok),
+        "runs_plan_over_budget": sum(any(i.get("planned") and not i["planned"]["fits"] for i in _passes(r))
+                                     for r in ok),
         "measured_rounds_s_median": med([r["measured_rounds_s"] for r in ok]),
         "load_average_1min": [r["load_average"][0] for r in ok],
         "per_case": per_case,
@@ -620,8 +662,9 @@ def _markdown(result: dict[str, Any]) -> str:
     loads = s.get("load_average_1min") or [0.0]
     out = [f"# Planted regressions explained ({result['date']}, {result['machine']})", "",
            f"Command: `{result['command']}` ({result['seconds']} s). Settings: {result['settings']}.", "",
-           *([f"Attributed again ({result['reattributed']}): `nice -n 15 .venv/bin/python "
-              "benchmarks/explain_cases.py --reattribute /tmp/explain-profiles --from-raw`", ""]
+           *([f"Attributed again ({result['reattributed']}): `"
+              + result.get("reattribute_command", "nice -n 15 .venv/bin/python benchmarks/explain_cases.py "
+                           "--reattribute /tmp/explain-profiles --from-raw") + "`", ""]
              if "reattributed" in result else []),
            f"- cases whose top cause is the planted group in every process: "
            f"**{s['cases_top_planted_in_every_process']} of {s['cases']}**",
@@ -641,9 +684,13 @@ def _markdown(result: dict[str, Any]) -> str:
            f"- largest stored profile: {s['max_profile_bytes']} bytes of JSON",
            f"- profiled pass (all arms) / measured rounds (all arms): median {s['profiled_vs_rounds_median']}, "
            f"max {s['profiled_vs_rounds_max']}; at most 1 in {s['runs_profiled_within_rounds']} of {s['runs_ok']}",
-           f"- one run's profiled pass, median: {s['profiled_pass_s_median']} s (windows "
-           f"{s['profiled_windows_s_median']} s, profiler stop {s['profiler_stop_s_median']} s, warm-up and "
-           f"reading {s['warmup_and_reading_s_median']} s); measured rounds {s['measured_rounds_s_median']} s",
+           f"- one run's profiled pass, median: {s['profiled_pass_s_median']} s (calibration "
+           f"{s.get('profiler_calibration_s_median')} s, windows {s['profiled_windows_s_median']} s, profiler stop "
+           f"{s['profiler_stop_s_median']} s, warm-up and reading {s['warmup_and_reading_s_median']} s, of which "
+           f"reading {s.get('reading_s_median')} s); measured rounds {s['measured_rounds_s_median']} s",
+           f"- the budget (the measured rounds' time) cut an arm's iterations per window in "
+           f"{s.get('runs_iterations_cut')} runs and a window in {s.get('runs_windows_cut')}; its smallest pass "
+           f"({MIN_WINDOWS} windows of one iteration) did not fit in {s.get('runs_plan_over_budget')}",
            f"- machine load (1-minute load average on 2 cores) at each run's end: min {min(loads)}, median "
            f"{statistics.median(loads)}, max {max(loads)}; at start/end of the whole run: "
            f"{result.get('load_average_start')} / {result.get('load_average_end')}", "",

@@ -267,6 +267,14 @@ def markdown(doc: dict[str, Any]) -> str:
                     f"over the {len(costs)} diagnoses that took one: median {costs[len(costs) // 2]:.1f} s, "
                     f"{costs[0]:.1f}-{costs[-1]:.1f} s; the measurement itself had a {doc['budget']} s budget "
                     "(plus the dataset-alone and step-alone phases)."]
+    ratios = sorted(f["stages_profiled_pass_s"] / f["stages_profiled_rounds_s"] for p in doc["processes"]
+                    for row in p["rows"].values()
+                    for f in [dict((row.get("diagnosis") or {}).get("figures", {}))]
+                    if f.get("stages_profiled_rounds_s"))
+    if ratios:
+        out += ["", f"The profiled pass against the timed rounds it follows (their iterations' times summed, the "
+                    f"pass's budget): median {ratios[len(ratios) // 2]:.2f}, {ratios[0]:.2f}-{ratios[-1]:.2f}; at "
+                    f"most 1 in {sum(r <= 1.0 for r in ratios)} of {len(ratios)}."]
     out += ["", "Misses: " + ("none" if not misses else "; ".join(f"process {i} `{n}`: {w}" for i, n, w in misses)),
             "", "One diagnosis per case, as printed (first process):", ""]
     for name in CASES:

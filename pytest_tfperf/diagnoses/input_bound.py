@@ -43,6 +43,7 @@ class ProfiledStages:
     note: str | None = None  # "no profile: another profiler session is running ..." when reading is None
     logdir: str | None = None  # where ``tensorboard --logdir`` opens the raw profile
     seconds: float = 0.0  # what the pass cost
+    rounds_s: float | None = None  # the timed rounds' time, which bounds the pass (None: no pass was taken)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,8 @@ def input_bound(raw: RawRun, stages: ProfiledStages | None = None) -> tuple[Diag
         figures += list(reading.to_figures())
     if stages is not None:
         figures.append(("stages_profiled_pass_s", stages.seconds))  # what the profiled pass cost
+        if stages.rounds_s is not None:
+            figures.append(("stages_profiled_rounds_s", stages.rounds_s))  # ... and the timed rounds bounding it
     if w.restarts:
         summary += f" (epoch restarts left out: {w.restarts} in the measured rounds, reported apart)"
     return Diagnosis(kind="input_bound", severity=severity, summary=summary, figures=tuple(figures)), fraction

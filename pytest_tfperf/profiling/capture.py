@@ -21,19 +21,28 @@ TensorFlow is imported here lazily, inside the functions that profile.
 
 from __future__ import annotations
 
+import math
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_tfperf.profiling.budget import PassPlan, SideCost, plan_pass, window_deadline_s
 from pytest_tfperf.profiling.model import Profile
-from pytest_tfperf.profiling.xspace import WINDOW_MARKER, ProfileUnavailable, load_xspace, summarise_sides
+from pytest_tfperf.profiling.xspace import (
+    WINDOW_MARKER, ProfileUnavailable, load_xspace, summarise_sides, window_costs,
+)
 
 DEFAULT_WINDOWS = 5
 DEFAULT_ITERATIONS = 10
 DEFAULT_PARSE_TIMEOUT_S = 60.0
 DEFAULT_MAX_BYTES = 256 * 2**20
+# The calibration session profiles a quarter of each side's window (at least one call): enough events to
+# measure its events and time per call, a few % of the pass.
+CALIBRATION_SHARE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,16 @@ class ProfileOutcome:
     seconds: float  # wall time of the whole pass: warm-up, profiled windows, stop and reading
     seconds_windows: float = 0.0  # of which the profiled windows themselves
     seconds_stop: float = 0.0  # of which stopping the profiler (TensorFlow collects and writes the .xplane.pb)
+    seconds_calibration: float = 0.0  # of which the calibration session, when the pass had a budget
+    seconds_read: float = 0.0  # of which reading the profile
+    seconds_per_event: float = 0.0  # stopping and reading, per host event in a window (calibration's estimate)
+    plan: PassPlan | None = None  # how the budget sized the pass (None without a budget)
+    windows_run: int = 0  # windows each side ran (fewer than planned when the budget's deadline came first)
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether even the smallest pass (``min_windows`` of one iteration) did not fit in the budget."""
+        return self.plan is not None and not self.plan.fits
 
     @property
     def line(self) -> str:
@@ -57,18 +76,20 @@ class ProfileOutcome:
 def profile_step(step: Callable[[], Any], logdir: str | Path, *, name: str = "step",
                  windows: int = DEFAULT_WINDOWS, iterations: int = DEFAULT_ITERATIONS, warmup: int = 1,
                  top: int = 30, host_tracer_level: int = 2, parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> ProfileOutcome:
-    """Profile ``windows`` windows of ``iterations`` calls of ``step`` (after ``warmup`` unprofiled calls)."""
+                 max_bytes: int = DEFAULT_MAX_BYTES, budget_s: float | None = None,
+                 min_windows: int | None = None) -> ProfileOutcome:
+    """Profile ``windows`` windows of ``iterations`` calls of ``step`` (after ``warmup`` unprofiled calls);
+    with ``budget_s``, the whole pass within it (see ``profile_steps``)."""
     return profile_steps({name: step}, logdir, windows=windows, iterations=iterations, warmup=warmup, top=top,
                          host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s,
-                         max_bytes=max_bytes)[name]
+                         max_bytes=max_bytes, budget_s=budget_s, min_windows=min_windows)[name]
 
 
 def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *, windows: int = DEFAULT_WINDOWS,
                   iterations: int | Mapping[str, int] = DEFAULT_ITERATIONS, warmup: int = 1,
                   settle: int | Mapping[str, int] = 0, top: int = 30, host_tracer_level: int = 2,
-                  parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S,
-                  max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, ProfileOutcome]:
+                  parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S, max_bytes: int = DEFAULT_MAX_BYTES,
+                  budget_s: float | None = None, min_windows: int | None = None) -> dict[str, ProfileOutcome]:
     """Profile several steps (the sides of a comparison) in ONE profiler session, their windows alternating.
 
     Round ``r`` runs one window of each side, in the given order on even
@@ -82,6 +103,17 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
     while the other sides run; pulled in the window, those elements would
     read as free). Every side's outcome shares the pass's timings and, when
     there is no profile, its reason.
+
+    ``budget_s`` (the measured rounds' time) bounds the whole pass, warm-up,
+    stop and reading included: a calibration session first measures each
+    side's events and time per call and what an event costs to stop and read
+    (``profiling.budget``), then ``windows`` and ``iterations`` (and
+    ``settle``, in proportion) are cut to fit, never raised, down to
+    ``min_windows`` (default ``windows``) windows of one iteration; and no
+    round of windows starts past the budget's deadline once ``min_windows``
+    ran. The calibration's own profile is deleted. With a budget the warm-up
+    runs after the calibration, just before the windows, and at most a
+    window's worth of calls (the calibration's calls warm the step first).
     """
     if not steps:
         raise ValueError("no step to profile")
@@ -89,21 +121,47 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
     settles = {side: settle if isinstance(settle, int) else settle.get(side, 0) for side in steps}
     if windows < 1 or min(counts.values()) < 1:
         raise ValueError(f"windows and iterations must be >= 1, got {windows} and {iterations}")
+    least = windows if min_windows is None else max(1, min(min_windows, windows))
     started = time.monotonic()
+    extra: dict[str, Any] = {}
 
     def every(reason: str | None, run_dir: str | None = None, profiles: Mapping[str, Profile] | None = None,
               **timings: float) -> dict[str, ProfileOutcome]:
         seconds = time.monotonic() - started
-        return {side: ProfileOutcome(profiles[side] if profiles else None, reason, run_dir, seconds, **timings)
+        return {side: ProfileOutcome(profiles[side] if profiles else None, reason, run_dir, seconds, **timings,
+                                     **extra)
                 for side in steps}
 
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
+    if budget_s is None:
+        for step in steps.values():
+            for _ in range(warmup):
+                step()
     try:
         tf = _profiler_module()
     except ProfileUnavailable as exc:
         return every(str(exc))
+    deadline = None
+    if budget_s is not None:
+        calibrating = time.monotonic()
+        planned = _calibrate(tf, steps, counts, settles, host_tracer_level=host_tracer_level,
+                             parse_timeout_s=parse_timeout_s, max_bytes=max_bytes)
+        extra["seconds_calibration"] = time.monotonic() - calibrating
+        if isinstance(planned, str):
+            return every(planned)
+        costs, per_event = planned
+        extra["seconds_per_event"] = per_event
+        # The warm-up runs after the calibration, right before the windows: a pipeline refills its buffers while
+        # the calibration's profile is stopped and read, and its first window would read those elements as free.
+        # It is paid for in the plan (at most a window's worth of calls a side).
+        warming = sum(min(warmup, counts[side]) * costs[side].seconds_per_iteration for side in steps)
+        plan = plan_pass(budget_s, time.monotonic() - started + warming, costs, per_event, ceilings=counts,
+                         max_windows=windows, min_windows=least)
+        extra["plan"] = plan
+        counts, settles, windows = dict(plan.iterations), dict(plan.settle), plan.windows
+        deadline = started + window_deadline_s(budget_s, plan)
+        for side, step in steps.items():
+            for _ in range(min(warmup, counts[side])):
+                step()
     logdir = Path(logdir)
     before = set(_xplane_files(logdir))
     try:
@@ -114,8 +172,12 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
     trace = tf.profiler.experimental.Trace
     order = list(steps)
     windows_started = time.monotonic()
+    ran, last_round = 0, 0.0
     try:
         for window in range(windows):
+            round_started = time.monotonic()
+            if deadline is not None and window >= least and round_started + last_round > deadline:
+                break  # the machine is slower than the calibration found it: fewer windows, not a longer pass
             for side in (order if window % 2 == 0 else order[::-1]):
                 step, n = steps[side], counts[side]
                 for _ in range(settles[side]):
@@ -124,15 +186,20 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
                 with trace(WINDOW_MARKER, step_num=window, _r=1, side=side):
                     for _ in range(n):
                         step()
+            ran += 1
+            last_round = time.monotonic() - round_started
     finally:
         stopping = time.monotonic()
         stop_error = _stop(tf)
+    extra["windows_run"] = ran
     timings = {"seconds_windows": stopping - windows_started, "seconds_stop": time.monotonic() - stopping}
     if stop_error:
         return every(stop_error, **timings)
+    reading = time.monotonic()
     profiles, reason, run_dir = _read(logdir, before, iterations=counts, top=top, started=started,
                                       host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s,
                                       max_bytes=max_bytes)
+    extra["seconds_read"] = time.monotonic() - reading
     return every(reason, run_dir, profiles, **timings)
 
 
@@ -159,6 +226,57 @@ def profile_pipeline(dataset: Iterable[Any], logdir: str | Path, *, name: str = 
 
     return profile_step(pull, logdir, name=name, windows=windows, iterations=iterations,
                         warmup=iterations if warmup is None else warmup, **options)
+
+
+def _calibrate(tf: Any, steps: Mapping[str, Callable[[], Any]], counts: Mapping[str, int],
+               settles: Mapping[str, int], *, host_tracer_level: int, parse_timeout_s: float,
+               max_bytes: int) -> tuple[dict[str, SideCost], float] | str:
+    """A short profiler session (one window of a quarter of each side's iterations) in a folder of its own,
+    deleted after: each side's time and host events per call, and the seconds one event costs to stop the
+    profiler and read the profile. The reason there is none, in one line, on profiler trouble."""
+    calls = {side: max(1, math.ceil(counts[side] / CALIBRATION_SHARE)) for side in steps}
+    ratio = {side: settles[side] / counts[side] for side in steps}
+    folder = Path(tempfile.mkdtemp(prefix="tfperf-calibration-"))
+    try:
+        try:
+            tf.profiler.experimental.start(str(folder), options=tf.profiler.experimental.ProfilerOptions(
+                host_tracer_level=host_tracer_level, python_tracer_level=0, device_tracer_level=1))
+        except Exception as exc:  # noqa: BLE001 - any profiler trouble becomes a reason, never a failed test
+            return _start_failure(exc)
+        trace = tf.profiler.experimental.Trace
+        try:
+            for side, step in steps.items():
+                for _ in range(max(1, round(calls[side] * ratio[side])) if ratio[side] > 0 else 0):
+                    step()
+                with trace(WINDOW_MARKER, step_num=0, _r=1, side=side):
+                    for _ in range(calls[side]):
+                        step()
+        finally:
+            stopping = time.monotonic()
+            stop_error = _stop(tf)
+        if stop_error:
+            return stop_error
+        files = _xplane_files(folder)
+        if not files:
+            return f"the profiler wrote no .xplane.pb (calibration session, under {folder})"
+        try:
+            seen = window_costs(load_xspace(files[-1], max_bytes=max_bytes),
+                                deadline=time.monotonic() + parse_timeout_s)
+        except ProfileUnavailable as exc:
+            return f"calibration session: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a malformed profile is profiler trouble, not the test's
+            return f"the calibration profile could not be read: {type(exc).__name__}: {exc}"
+        after = time.monotonic() - stopping
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    missing = [side for side in steps if side not in seen]
+    if missing:
+        return f"the calibration profile has no window of side {missing[0]!r}"
+    events = sum(seen[side][1] for side in steps)
+    costs = {side: SideCost(seconds_per_iteration=seen[side][2] / calls[side],
+                            events_per_iteration=seen[side][1] / calls[side], settle_ratio=ratio[side])
+             for side in steps}
+    return costs, (after / events if events else 0.0)
 
 
 def _profiler_module() -> Any:

@@ -113,6 +113,19 @@ def summarise_sides(space: Any, *, iterations: Mapping[str, int], top: int = 30,
     return out
 
 
+def window_costs(space: Any, *, marker: str = WINDOW_MARKER,
+                 deadline: float | None = None) -> dict[str | None, tuple[int, int, float]]:
+    """Per side: (windows, host events that start in them, their wall time in seconds), read as ``summarise``
+    reads (so that timing this call times the reading): what ``profiling.budget`` sizes a pass from."""
+    read = _read_plane(space, marker=marker, deadline=deadline)
+    out: dict[str | None, tuple[int, int, float]] = {}
+    for w, side in enumerate(read.sides):
+        windows, events, seconds = out.get(side, (0, 0, 0.0))
+        start, end = read.windows[w]
+        out[side] = (windows + 1, events + read.events[w], seconds + (end - start) * 1e-12)
+    return out
+
+
 # What an event's name makes of it, once per event name (and thread kind), never per event:
 _INHERIT = 0  # wrappers: the nearest grouped ancestor's group
 _FIXED = 1  # a group of its own (a stage, the consumer's wait, an op with its layer or family)
@@ -135,6 +148,7 @@ class _Read:
     stage_parallel: dict[str, list[bool]]  # stage group -> per window: ran as a parallel transformation
     input_wait: list[float]  # ps per window
     get_next: list[int]  # per window
+    events: list[int]  # host events that start in each window (what the profile's size grows with)
     # group -> per window: the op events with self time counted in it (how long one traced op took, on average:
     # see ``Group.per_event``)
     op_events: dict[str, list[int]] = field(default_factory=dict)
@@ -157,7 +171,7 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
                  families=defaultdict(lambda: [Counter() for _ in range(k)]), kinds={},
                  stage_events=defaultdict(lambda: [0] * k), stage_threads=defaultdict(lambda: [set() for _ in range(k)]),
                  stage_parallel=defaultdict(lambda: [False] * k), input_wait=[0.0] * k, get_next=[0] * k,
-                 op_events=defaultdict(lambda: [0] * k))
+                 events=[0] * k, op_events=defaultdict(lambda: [0] * k))
     tables: dict[bool, dict[int, tuple[int, str | None, str | None, bool, bool, bool]]] = {False: {}, True: {}}
     seen = 0
     for line in plane.lines:
@@ -222,6 +236,7 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
                 window += 1
             if windows[window][0] <= start < windows[window][1]:
                 windows_of[index] = window
+                read.events[window] += 1
                 if counts_as_stage:
                     read.stage_events[key][window] += 1  # type: ignore[index]
                     read.stage_threads[key][window].add(line.name)  # type: ignore[index]

@@ -7,6 +7,10 @@ pass under ``<rootdir>/.tfperf/profiles/<test>/<side>/``, where
 ``tensorboard --logdir`` opens it, and ``profiling.attribution`` splits the
 measured change over the ops and stages that moved.
 
+The pass takes at most as long as the measured rounds it explains (``rounds_s``,
+``rounds_seconds``): ``profiling.capture`` calibrates what stopping the profiler
+and reading the profile will cost and cuts the windows to fit (``profiling.budget``).
+
 Trouble never changes the verdict or fails the test: a profile that cannot be
 taken (another profiler session, no profiler, a step that raises in the pass)
 gives one line saying why there is no explanation.
@@ -28,6 +32,9 @@ from pytest_tfperf.profiling.model import Profile
 PROFILES_DIR = ".tfperf/profiles"
 WINDOWS = 5
 PAIR_WINDOWS = 6  # a pair's sides alternate window by window: 6 each, both sides' together half the budget
+# The fewest windows a side keeps when the measured rounds' time cannot hold more (profiling.budget cuts
+# iterations per window first): the attribution's noise is the spread of 5 windows against 5.
+MIN_WINDOWS = 5
 MAX_ITERATIONS = 50
 # How long the coordinator waits for the partner's profiled pass beyond its windows (warm-up, the profiler's stop,
 # reading the profile: capture's parse timeout is 60 s). Past it the partner process is stopped, never waited on.
@@ -83,6 +90,21 @@ def one_iteration(workload: Workload) -> Callable[[], object]:
     return workload.call
 
 
+def rounds_seconds(timings: Any) -> float:
+    """The measured rounds' time of a ``Timings``: its iterations' times summed (scaled up when the samples are
+    a stored subsample of more iterations). What a profiled pass explaining them may take at most."""
+    total = sum(timings.samples_ns) / 1e9
+    measured = getattr(timings, "measured_iterations", 0) or 0
+    return total * measured / len(timings.samples_ns) if measured > len(timings.samples_ns) else total
+
+
+def _budget(rounds_s: float | None) -> dict[str, Any]:
+    """The profiler's keyword arguments for a pass bounded by ``rounds_s`` (none without a bound)."""
+    if rounds_s is None or not math.isfinite(rounds_s) or rounds_s <= 0:
+        return {}
+    return {"budget_s": rounds_s, "min_windows": MIN_WINDOWS}
+
+
 def iterations_for(median_s: float, budget_s: float, windows: int = WINDOWS) -> int:
     """Iterations per window so that one side's windows take about half the measurement's budget."""
     if not math.isfinite(median_s) or median_s <= 0:
@@ -91,15 +113,17 @@ def iterations_for(median_s: float, budget_s: float, windows: int = WINDOWS) -> 
 
 
 def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: str, iterations: int,
-                 profiler: Profiler | None = None) -> tuple[Profile | None, str | None]:
-    """One side's profiled pass: (profile, None) or (None, the reason there is none)."""
+                 profiler: Profiler | None = None, rounds_s: float | None = None) -> tuple[Profile | None, str | None]:
+    """One side's profiled pass: (profile, None) or (None, the reason there is none); at most ``rounds_s`` long
+    (the side's measured rounds), ``iterations`` per window at most."""
     if profiler is None:
         from pytest_tfperf.profiling.capture import profile_step as profiler
     logdir = profile_dir(rootdir, test_id, side)
     shutil.rmtree(logdir, ignore_errors=True)  # the folder holds this run's profile only
     try:
         logdir.mkdir(parents=True, exist_ok=True)
-        outcome = profiler(one_iteration(workload), logdir, name=side, windows=WINDOWS, iterations=iterations)
+        outcome = profiler(one_iteration(workload), logdir, name=side, windows=WINDOWS, iterations=iterations,
+                           **_budget(rounds_s))
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the explanation says why it is missing
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return None, f"the {side} side's profiled pass raised {type(exc).__name__}: {first}"
@@ -125,7 +149,7 @@ def explain(base: Profile | None, current: Profile | None, measured_s: float, wh
 
 def explain_pair(test_id: str, reference: Workload, variant: Workload, measured_s: float, median_s: float,
                  budget_s: float, rootdir: str | Path, *, profiler: Profiler | None = None,
-                 pair_profiler: PairProfiler | None = None) -> Explanation:
+                 pair_profiler: PairProfiler | None = None, rounds_s: float | None = None) -> Explanation:
     """A ``compare(reference=...)`` regression: both sides in one profiler session, their windows alternating.
 
     Alternating windows put whatever the machine did meanwhile on both sides
@@ -134,21 +158,25 @@ def explain_pair(test_id: str, reference: Workload, variant: Workload, measured_
     an injected single-side ``profiler`` (tests), and a workload that pulls
     from a dataset, whose pipeline works ahead on its own threads while the
     other side's windows run and would be counted in them.
+
+    ``rounds_s`` is both sides' measured rounds: the pass (or both passes) takes at most that long.
     """
     if profiler is None and reference.pull is None and variant.pull is None:
         return _explain_interleaved(test_id, reference, variant, measured_s, median_s, budget_s, rootdir,
-                                    pair_profiler)
+                                    pair_profiler, rounds_s)
     shutil.rmtree(profile_dir(rootdir, test_id, "pair"), ignore_errors=True)  # a folder left by an earlier layout
     iterations = iterations_for(median_s, budget_s)
-    base, why = profile_side(reference, rootdir, test_id, "reference", iterations, profiler)
+    half = None if rounds_s is None else rounds_s / 2  # one pass per side: each within half of both rounds
+    base, why = profile_side(reference, rootdir, test_id, "reference", iterations, profiler, half)
     current = None
     if base is not None:
-        current, why = profile_side(variant, rootdir, test_id, "variant", iterations, profiler)
+        current, why = profile_side(variant, rootdir, test_id, "variant", iterations, profiler, half)
     return explain(base, current, measured_s, why)
 
 
 def _explain_interleaved(test_id: str, reference: Workload, variant: Workload, measured_s: float, median_s: float,
-                         budget_s: float, rootdir: str | Path, pair_profiler: PairProfiler | None) -> Explanation:
+                         budget_s: float, rootdir: str | Path, pair_profiler: PairProfiler | None,
+                         rounds_s: float | None = None) -> Explanation:
     if pair_profiler is None:
         from pytest_tfperf.profiling.capture import profile_steps as pair_profiler
     # each side's windows a quarter of the budget: both sides' together take half, as one side's did alone
@@ -161,7 +189,7 @@ def _explain_interleaved(test_id: str, reference: Workload, variant: Workload, m
     try:
         logdir.mkdir(parents=True, exist_ok=True)
         outcomes = pair_profiler({"reference": one_iteration(reference), "variant": one_iteration(variant)}, logdir,
-                                 windows=PAIR_WINDOWS, iterations=iterations)
+                                 windows=PAIR_WINDOWS, iterations=iterations, **_budget(rounds_s))
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the explanation says why it is missing
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return explain(None, None, measured_s, f"the profiled pass raised {type(exc).__name__}: {first}")
@@ -173,8 +201,9 @@ def _explain_interleaved(test_id: str, reference: Workload, variant: Workload, m
 
 def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workload: Workload, measured_s: float,
                    median_s: float, budget_s: float, rootdir: str | Path, *,
-                   profiler: Profiler | None = None) -> Explanation:
-    """A stored-baseline regression: profile the current side and attribute against the baseline's profile."""
+                   profiler: Profiler | None = None, rounds_s: float | None = None) -> Explanation:
+    """A stored-baseline regression: profile the current side (within ``rounds_s``, its measured rounds) and
+    attribute against the baseline's profile."""
     from pytest_tfperf.profiling.model import ProfileFormatError
 
     if stored is None:
@@ -185,7 +214,7 @@ def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workl
         reason = f"the baseline's profile cannot be read ({exc}); refresh it with --tfperf-update --tfperf-explain"
         return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
     current, why = profile_side(current_workload, rootdir, test_id, "current",
-                                iterations_for(median_s, budget_s), profiler)
+                                iterations_for(median_s, budget_s), profiler, rounds_s)
     return explain(base, current, measured_s, why)
 
 
@@ -197,10 +226,11 @@ def partner_profile_timeout_s(median_s: float, iterations: int, windows: int = W
 
 def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping[str, Any] | None, str | None]],
                     workload: Workload, measured_s: float, median_s: float, budget_s: float, rootdir: str | Path, *,
-                    profiler: Profiler | None = None) -> Explanation:
+                    profiler: Profiler | None = None, rounds_s: float | None = None) -> Explanation:
     """A ``--tfperf-against`` regression: the partner profiles its side in its own process
     (``profile_partner(iterations)`` gives its compact profile as a dict, or why there is none), then this side
-    is profiled here (``this``), one after the other, and ``measured_s`` (this median - the partner's) attributed."""
+    is profiled here (``this``, within ``rounds_s``: this side's measured rounds), one after the other, and
+    ``measured_s`` (this median - the partner's) attributed."""
     from pytest_tfperf.profiling.model import ProfileFormatError
 
     iterations = iterations_for(median_s, budget_s)
@@ -213,7 +243,7 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
             why = f"the partner's profile cannot be read ({exc}); install the same pytest-tfperf for both trees"
     current = None
     if base is not None:
-        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler)
+        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler, rounds_s)
         if why is not None:
             why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
     return explain(base, current, measured_s, why)

@@ -159,14 +159,16 @@ class TfPerfSession:
         explained: a compare() variant against a profiled pass of its reference, a stored regression against
         the baseline's profile. The verdict stands whatever happens here.
         """
-        from pytest_tfperf.session.explain import explain_pair, explain_stored, profile_dir, profile_side
+        from pytest_tfperf.session.explain import (
+            explain_pair, explain_stored, profile_dir, profile_side, rounds_seconds,
+        )
 
         if self.config.update:
             for name, m in measured.items():
                 if m.timings.iterations <= 1:
                     continue  # not stored either (outputs._update_baselines)
                 profile, why = profile_side(workloads[name], self.rootdir, m.test_id, "baseline",
-                                            _iterations(m, settings), self.profiler)
+                                            _iterations(m, settings), self.profiler, rounds_seconds(m.timings))
                 if profile is not None:
                     stored = profile.to_dict()
                     # Relative to the rootdir: the baseline is reviewed in git, read on other machines.
@@ -184,13 +186,16 @@ class TfPerfSession:
                 o.explanation = explain_pair(o.measurement.test_id, workloads[reference], workloads[name],
                                              measured_s=o.measurement.median_s - ref.median_s,
                                              median_s=ref.median_s, budget_s=settings.budget_s,
-                                             rootdir=self.rootdir, profiler=self.profiler)
+                                             rootdir=self.rootdir, profiler=self.profiler,
+                                             rounds_s=rounds_seconds(ref.timings)
+                                             + rounds_seconds(o.measurement.timings))
             elif o.stored is not None and o.paired_with is None:
                 baseline = o.stored[0]
                 o.explanation = explain_stored(o.measurement.test_id, o.stored_profile, workloads[name],
                                                measured_s=o.measurement.median_s - baseline.median_s,
                                                median_s=baseline.median_s, budget_s=settings.budget_s,
-                                               rootdir=self.rootdir, profiler=self.profiler)
+                                               rootdir=self.rootdir, profiler=self.profiler,
+                                               rounds_s=rounds_seconds(o.measurement.timings))
         for name, o in outcomes.items():
             if o.failed:
                 self._explain_memory(o, name, workloads, measured, reference, settings, against=against)
@@ -214,7 +219,8 @@ class TfPerfSession:
         time's explanation, or now: then the time's lines are not shown), the added peak's change split over the
         ops that moved. A stored baseline's side is the allocations its refresh stored (``_store_memory``)."""
         from pytest_tfperf.session.explain import (
-            explain_memory, explain_pair, explain_stored, profile_dir, regressed_tf_memory, with_memory,
+            explain_memory, explain_pair, explain_stored, profile_dir, regressed_tf_memory, rounds_seconds,
+            with_memory,
         )
 
         metric = regressed_tf_memory(o.verdict)
@@ -233,7 +239,9 @@ class TfPerfSession:
                     time_alone = explain_pair(test_id, workloads[reference], workloads[name],  # type: ignore[index]
                                               measured_s=o.measurement.median_s - ref.median_s,
                                               median_s=ref.median_s, budget_s=settings.budget_s,
-                                              rootdir=self.rootdir, profiler=self.profiler)
+                                              rootdir=self.rootdir, profiler=self.profiler,
+                                              rounds_s=rounds_seconds(ref.timings)
+                                              + rounds_seconds(o.measurement.timings))
             base_side, current_side = ("partner", "this") if against else ("reference", "variant")
             why = (time_alone if time is None else time).reason
             pair = profile_dir(self.rootdir, test_id, "pair")
@@ -248,7 +256,8 @@ class TfPerfSession:
                 time_alone = explain_stored(test_id, o.stored_profile, workloads[name],
                                             measured_s=o.measurement.median_s - baseline.median_s,
                                             median_s=baseline.median_s, budget_s=settings.budget_s,
-                                            rootdir=self.rootdir, profiler=self.profiler)
+                                            rootdir=self.rootdir, profiler=self.profiler,
+                                            rounds_s=rounds_seconds(o.measurement.timings))
             why = (time_alone if time is None else time).reason
             memory = explain_memory(o.stored_profile.get("logdir") or None,  # type: ignore[union-attr]
                                     profile_dir(self.rootdir, test_id, "current"), change, why, stored=stored)
@@ -259,7 +268,9 @@ class TfPerfSession:
 
     def _explain_against(self, o: Outcome, workload: Workload, settings: RunSettings) -> Any:
         """A regression beside the partner: the partner profiles its side in its process, then this side here."""
-        from pytest_tfperf.session.explain import Explanation, explain_against, partner_profile_timeout_s
+        from pytest_tfperf.session.explain import (
+            Explanation, explain_against, partner_profile_timeout_s, rounds_seconds,
+        )
 
         run = self._partner.held if self._partner is not None else None
         if run is None or o.reference is None:
@@ -276,7 +287,7 @@ class TfPerfSession:
         return explain_against(test_id, profile_partner, workload,
                                measured_s=o.measurement.median_s - reference.median_s,
                                median_s=reference.median_s, budget_s=settings.budget_s, rootdir=self.rootdir,
-                               profiler=self.profiler)
+                               profiler=self.profiler, rounds_s=rounds_seconds(o.measurement.timings))
 
     # -- --tfperf-against: the same test of the other version, in a partner session --------
 
@@ -370,20 +381,24 @@ class TfPerfSession:
                               watch=settings.stall.enabled, pace=server.pace)
         measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
         server.send_result(list(measured.values()))
-        server.hold(lambda message: self._profile_for_coordinator(workloads, message))
+        server.hold(lambda message: self._profile_for_coordinator(workloads, message, measured))
         fx.results.update(measured)
         return measured
 
-    def _profile_for_coordinator(self, workloads: dict[str, Workload], message: dict[str, Any]) -> dict[str, Any]:
+    def _profile_for_coordinator(self, workloads: dict[str, Workload], message: dict[str, Any],
+                                 measured: dict[str, Measurement] | None = None) -> dict[str, Any]:
         """This session is a partner under --tfperf-explain: a profiled pass of its side, into the coordinator's
-        folder (``<its rootdir>/.tfperf/profiles/<test>/partner/``), the compact profile sent back."""
-        from pytest_tfperf.session.explain import profile_side
+        folder (``<its rootdir>/.tfperf/profiles/<test>/partner/``), the compact profile sent back; at most as
+        long as this side's measured rounds."""
+        from pytest_tfperf.session.explain import profile_side, rounds_seconds
 
         name = message.get("variant") or next(iter(workloads))
         if name not in workloads:
             return {"profile": None, "reason": f"the partner has no variant {name!r}"}
+        mine = (measured or {}).get(name)
         profile, why = profile_side(workloads[name], str(message["rootdir"]), str(message["test_id"]),
-                                    str(message.get("side", "partner")), int(message["iterations"]), self.profiler)
+                                    str(message.get("side", "partner")), int(message["iterations"]), self.profiler,
+                                    None if mine is None else rounds_seconds(mine.timings))
         return {"profile": None if profile is None else profile.to_dict(), "reason": why}
 
     def _build(self, test_id: str, mode: str, raw: RawRun, workload: Workload | None = None) -> Measurement:

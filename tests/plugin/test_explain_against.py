@@ -21,7 +21,7 @@ from pytest_tfperf.profiling.model import Group, Profile
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.basename(HERE)
 
-def fake_profile_step(step, logdir, *, name, windows, iterations):
+def fake_profile_step(step, logdir, *, name, windows, iterations, **budget):
     step()
     with open(os.path.join(HERE, "..", "profiled.txt"), "a") as fh:
         fh.write(f"{TREE}:{name}:{os.getpid()}:{logdir}\\n")

@@ -25,7 +25,7 @@ from pytest_tfperf.profiling.model import Group, Profile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-def fake_profile_step(step, logdir, *, name, windows, iterations):
+def fake_profile_step(step, logdir, *, name, windows, iterations, **budget):
     step()
     with open(os.path.join(HERE, "profiled.txt"), "a") as fh:
         fh.write(name + "\\n")
@@ -38,7 +38,7 @@ def fake_profile_step(step, logdir, *, name, windows, iterations):
                       other=(0.0,) * 5, smallest_kept=0.0, input_wait=(0.0,) * 5, elements=0.0, logdir=str(logdir))
     return capture.ProfileOutcome(profile, None, str(logdir), 0.0)
 
-def fake_profile_steps(steps, logdir, *, windows, iterations):
+def fake_profile_steps(steps, logdir, *, windows, iterations, **budget):
     return {side: fake_profile_step(step, logdir, name=side, windows=windows, iterations=iterations[side])
             for side, step in steps.items()}
 

@@ -82,7 +82,7 @@ class XplaneProfiler(FakeProfiler):
         super().__init__(**by_side)
         self.wide = wide
 
-    def __call__(self, step: Any, logdir: Path, *, name: str, windows: int, iterations: int) -> Any:
+    def __call__(self, step: Any, logdir: Path, *, name: str, windows: int, iterations: int, **budget: Any) -> Any:
         write_xplane(logdir, self.wide)
         return super().__call__(step, logdir, name=name, windows=windows, iterations=iterations)
 

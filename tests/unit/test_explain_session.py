@@ -15,6 +15,7 @@ from pytest_tfperf.session.explain import (
     explain_stored,
     iterations_for,
     one_iteration,
+    rounds_seconds,
     profile_dir,
     safe_name,
 )
@@ -41,9 +42,12 @@ class FakeProfiler:
     def __init__(self, **by_side: Any) -> None:
         self.by_side = by_side
         self.calls: list[tuple[str, Path, int]] = []
+        self.budgets: list[dict[str, Any]] = []
 
-    def __call__(self, step: Any, logdir: Path, *, name: str, windows: int, iterations: int) -> ProfileOutcome:
+    def __call__(self, step: Any, logdir: Path, *, name: str, windows: int, iterations: int,
+                 **budget: Any) -> ProfileOutcome:
         self.calls.append((name, Path(logdir), iterations))
+        self.budgets.append(budget)
         step()  # the side's own iteration runs
         planned = self.by_side[name]
         if isinstance(planned, Exception):
@@ -143,9 +147,12 @@ class FakePairProfiler:
     def __init__(self, reason: str | None = None, raises: Exception | None = None) -> None:
         self.reason, self.raises = reason, raises
         self.calls: list[tuple[list[str], Path, int, dict[str, int]]] = []
+        self.budgets: list[dict[str, Any]] = []
 
-    def __call__(self, steps: Any, logdir: Path, *, windows: int, iterations: dict[str, int]) -> dict[str, Any]:
+    def __call__(self, steps: Any, logdir: Path, *, windows: int, iterations: dict[str, int],
+                 **budget: Any) -> dict[str, Any]:
         self.calls.append((list(steps), Path(logdir), windows, dict(iterations)))
+        self.budgets.append(budget)
         if self.raises:
             raise self.raises
         for step in steps.values():
@@ -196,3 +203,32 @@ def test_a_pair_that_pulls_from_a_dataset_keeps_one_pass_per_side(tmp_path: Path
     finally:
         capture.profile_step = original  # type: ignore[assignment]
     assert pair.calls == [] and [c[0] for c in single.calls] == ["reference", "variant"]
+
+
+def test_the_profiled_pass_is_bounded_by_the_measured_rounds_it_explains(tmp_path: Path) -> None:
+    from pytest_tfperf.model import Timings
+
+    timings = Timings(samples_ns=(20_000_000,) * 50, round_sizes=(10,) * 5, items_per_iteration=1, first_call_ns=1)
+    assert rounds_seconds(timings) == 1.0
+    # a stored subsample of 400 measured iterations: the rounds took 8 times the samples' sum
+    stored = Timings(samples_ns=(20_000_000,) * 50, round_sizes=(50,), items_per_iteration=1, first_call_ns=1,
+                     measured_iterations=400)
+    assert rounds_seconds(stored) == 8.0
+    # a pair in one session: both sides' rounds bound it, 5 windows a side at the least
+    reference, variant, _ = workloads()
+    pair = FakePairProfiler()
+    explain_pair("t.py::test_p", reference, variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
+                 rootdir=tmp_path, pair_profiler=pair, rounds_s=2.2)
+    assert pair.budgets == [{"budget_s": 2.2, "min_windows": 5}]
+    # one pass per side (a dataset, or an injected single-side profiler): half of both sides' rounds each
+    single = FakeProfiler(reference=BASE, variant=PLANTED)
+    explain_pair("t.py::test_p", reference, variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
+                 rootdir=tmp_path, profiler=single, rounds_s=2.2)
+    assert single.budgets == [{"budget_s": 1.1, "min_windows": 5}] * 2
+    # a stored gate: the current side's rounds; without them (a caller that has none) no bound is passed
+    current = FakeProfiler(current=PLANTED)
+    explain_stored("t.py::test_s", BASE.to_dict(), variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
+                   rootdir=tmp_path, profiler=current, rounds_s=1.0)
+    explain_stored("t.py::test_s", BASE.to_dict(), variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
+                   rootdir=tmp_path, profiler=current)
+    assert current.budgets == [{"budget_s": 1.0, "min_windows": 5}, {}]

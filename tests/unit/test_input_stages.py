@@ -164,9 +164,11 @@ def _raw(wait_ms: float, step_ms: float, *, pipeline: PipelineShape | None = Non
 
 def test_the_diagnosis_names_the_measured_stage_and_its_remedy() -> None:
     raw = _raw(34.0, 1.5, pipeline=PipelineShape(("generator", "map", "batch")))
-    stages = ProfiledStages(read_stages(GENERATOR), logdir="/tmp/x/input")
+    stages = ProfiledStages(read_stages(GENERATOR), logdir="/tmp/x/input", seconds=0.8, rounds_s=1.4)
     d, _ = input_bound(raw, stages)
     assert d.severity == "warning"
+    # what the pass cost, beside the timed rounds that bound it
+    assert dict(d.figures)["stages_profiled_pass_s"] == 0.8 and dict(d.figures)["stages_profiled_rounds_s"] == 1.4
     assert "Profiled, the stage that sets the pace is the from_generator source" in d.summary
     assert "To do: its Python generator yields one element at a time" in d.summary
     assert d.summary.endswith("(tensorboard --logdir /tmp/x/input)")
@@ -235,7 +237,12 @@ def test_the_profiled_pass_uses_a_fresh_iterator_and_reads_the_stages(tmp_path) 
 
     stages = profile_input(_workload(), _raw(34.0, 1.5), tmp_path, "t.py::test_a", profiler)
     assert stages.reading is not None and stages.reading.pace_setter.name == "Generator"
-    assert seen["windows"] == 4 and seen["warmup"] == seen["iterations"] == 7  # 0.25 s windows of 35.5 ms
+    assert seen["windows"] == seen["min_windows"] == 4 and seen["iterations"] == 7  # 0.25 s windows of 35.5 ms
+    assert seen["warmup"] == 7  # a window's worth: the first window must not read buffered elements as free
+    # the whole pass bounded by the timed rounds it follows: their iterations' times summed, over its three phases
+    raw = _raw(34.0, 1.5)
+    phases = (raw.timings, raw.input_split.dataset_alone, raw.input_split.step_alone)
+    assert seen["budget_s"] == pytest.approx(sum(sum(t.samples_ns) for t in phases) / 1e9) == stages.rounds_s
     assert str(seen["logdir"]).endswith(".tfperf/profiles/t.py_test_a/input") and stages.logdir == str(seen["logdir"])
 
 

@@ -184,3 +184,147 @@ def test_trouble_in_a_shared_session_is_every_sides_reason(fake: FakeProfiler, t
     assert {o.reason for o in outcomes.values()} == {
         "another profiler session is running (TensorFlow allows one at a time; a TensorBoard callback?)"}
     assert all(o.profile is None for o in outcomes.values())
+
+
+# -- a budget: the pass sized from a calibration session, on a fake clock ------------------------------------
+
+class FakeClock:
+    """``time.monotonic`` for capture: steps, stopping and reading advance it by what they are told to cost."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clocked(fake: FakeProfiler, monkeypatch: pytest.MonkeyPatch) -> tuple[FakeProfiler, FakeClock, dict[str, Any]]:
+    """The fake profiler on a fake clock: each step call costs ``cost["call"]`` seconds, and stopping the
+    profiler costs ``cost["event"]`` per call profiled since it started (``EVENTS`` events a call)."""
+    clock = FakeClock()
+    cost: dict[str, Any] = {"call": 0.01, "event": 2e-6, "calls": 0, "calibration": {}}
+    monkeypatch.setattr(capture, "time", SimpleNamespace(monotonic=clock.monotonic))
+    module = fake.module()
+    experimental = module.profiler.experimental
+    start, stop = experimental.start, experimental.stop
+
+    def timed_start(logdir: str, options: Any = None) -> None:
+        cost["calls"] = 0
+        start(logdir, options)
+
+    def timed_stop() -> None:
+        clock.now += cost["calls"] * EVENTS * cost["event"]
+        stop()
+
+    experimental.start, experimental.stop = timed_start, timed_stop
+    monkeypatch.setattr(capture, "_profiler_module", lambda: module)
+
+    def window_costs(space: Any, **kw: Any) -> dict[str, tuple[int, int, float]]:
+        # the calibration's own windows: every side's calls, their events and time
+        return {side: (1, n * EVENTS, n * cost["call"]) for side, n in cost["calibration"].items()}
+    monkeypatch.setattr(capture, "window_costs", window_costs)
+    calibrate = capture._calibrate
+
+    def calibrating(*args: Any, **kw: Any) -> Any:  # the calls made meanwhile are the calibration's
+        cost["calibrating"] = True
+        try:
+            return calibrate(*args, **kw)
+        finally:
+            cost["calibrating"] = False
+    monkeypatch.setattr(capture, "_calibrate", calibrating)
+    return fake, clock, cost
+
+
+EVENTS = 3000
+
+
+def _step(clock: FakeClock, cost: dict[str, Any], side: str, ran: list[str]) -> Any:
+    def step() -> None:
+        clock.now += cost["call"]
+        cost["calls"] += 1
+        ran.append(side)
+        if cost.get("calibrating"):
+            cost["calibration"][side] = cost["calibration"].get(side, 0) + 1
+    return step
+
+
+def test_a_budget_sizes_the_windows_from_a_calibration_session_deleted_after(
+        clocked: tuple[FakeProfiler, FakeClock, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, clock, cost = clocked
+    ran: list[str] = []
+    folders: list[str] = []
+    real_mkdtemp = capture.tempfile.mkdtemp
+    monkeypatch.setattr(capture.tempfile, "mkdtemp", lambda prefix: folders.append(real_mkdtemp(prefix=prefix))
+                        or folders[-1])
+    started = clock.now
+    # unbounded, this pass would take 6 windows x 40 calls x 10 ms = 2.4 s, then 240 x 3,000 events x 2 us to stop
+    outcome = profile_step(_step(clock, cost, "step", ran), tmp_path, windows=6, iterations=40, warmup=1,
+                           budget_s=1.0, min_windows=5)
+    assert fake.events.count("start") == 2 and fake.events.count("stop") == 2  # the calibration, then the pass
+    assert cost["calibration"] == {"step": 10}  # a quarter window
+    assert folders and not Path(folders[0]).exists()  # the calibration's profile is not left behind
+    plan = outcome.plan
+    assert plan is not None and plan.fits and plan.windows == 6 and 1 <= plan.iterations["step"] < 40
+    assert outcome.windows_run == 6 and outcome.profile.iterations == plan.iterations["step"]
+    assert ran.count("step") == 1 + 10 + 6 * plan.iterations["step"]
+    assert clock.now - started <= 1.0 and outcome.seconds == pytest.approx(clock.now - started)
+    assert outcome.seconds_calibration > 0 and outcome.seconds_per_event == pytest.approx(2e-6)
+    assert not outcome.over_budget
+
+
+def test_a_machine_slower_than_calibrated_cuts_windows_not_the_budget(
+        clocked: tuple[FakeProfiler, FakeClock, dict[str, Any]], tmp_path: Path) -> None:
+    fake, clock, cost = clocked
+    ran: list[str] = []
+    step = _step(clock, cost, "step", ran)
+
+    def slowing() -> None:
+        if fake.events.count("start") == 2:  # the windows run 3x slower than the calibration saw
+            clock.now += 2 * cost["call"]
+        step()
+    started = clock.now
+    outcome = profile_step(slowing, tmp_path, windows=8, iterations=40, warmup=0, budget_s=2.0, min_windows=4)
+    assert 4 <= outcome.windows_run < outcome.plan.windows == 8
+    assert fake.events.count("enter tfperf_window") == 1 + outcome.windows_run
+    assert clock.now - started <= 2.0
+
+
+def test_a_budget_too_small_for_min_windows_of_one_call_says_so(
+        clocked: tuple[FakeProfiler, FakeClock, dict[str, Any]], tmp_path: Path) -> None:
+    _, clock, cost = clocked
+    cost["call"] = 0.3
+    outcome = profile_step(_step(clock, cost, "step", []), tmp_path, windows=5, iterations=3, warmup=1,
+                           budget_s=1.0)
+    assert outcome.over_budget and outcome.windows_run == 5 and outcome.plan.iterations == {"step": 1}
+    assert outcome.profile is not None  # the smallest honest pass still explains
+
+
+def test_trouble_in_the_calibration_session_is_the_reason(
+        clocked: tuple[FakeProfiler, FakeClock, dict[str, Any]], tmp_path: Path) -> None:
+    fake, clock, cost = clocked
+    fake.start_error = AlreadyExistsError("busy")
+    outcome = profile_step(_step(clock, cost, "step", []), tmp_path, budget_s=1.0)
+    assert outcome.profile is None and outcome.reason.startswith("another profiler session is running")
+    fake.start_error, fake.writes = None, False
+    outcome = profile_step(_step(clock, cost, "step", []), tmp_path, budget_s=1.0)
+    assert outcome.reason.startswith("the profiler wrote no .xplane.pb (calibration session")
+
+
+def test_with_a_budget_the_warm_up_runs_after_the_calibration_right_before_the_windows(
+        clocked: tuple[FakeProfiler, FakeClock, dict[str, Any]], tmp_path: Path) -> None:
+    fake, clock, cost = clocked
+    seen: list[str] = []
+    step = _step(clock, cost, "step", [])
+
+    def pull() -> None:  # what the profiler had done last when each call ran
+        seen.append(fake.events[-1] if fake.events else "nothing")
+        step()
+    outcome = profile_step(pull, tmp_path, windows=5, iterations=40, warmup=40, budget_s=1.0)
+    assert outcome.plan is not None, outcome.reason
+    n = outcome.plan.iterations["step"]
+    assert 1 <= n < 40
+    calibration = seen[:10]  # a quarter window, in the calibration session's window
+    assert calibration == ["enter tfperf_window"] * 10
+    # then a window's worth as planned (not the 40 asked for), after the calibration stopped, before the pass starts
+    assert seen[10:10 + n] == ["stop"] * n and seen[10 + n] == "enter tfperf_window"
