@@ -314,7 +314,7 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
         lines.append(f"  {where}:")
         lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" for c in att.off_path[:3]]
     more = f", {len(att.unlisted)} more that moved {t(att.unlisted_delta)}" if att.unlisted else ""
-    outside = "device idle (outside kernels)" if att.path == DEVICE else "outside ops and stages"
+    outside = "GPU idle or streams overlapping" if att.path == DEVICE else "outside ops and stages"
     lines.append(f"  remainder {t(att.remainder)}: groups within their noise {t(att.within_noise_delta)}, "
                  f"{outside} {t(att.outside)}{more}, timed rounds vs profiled pass "
                  f"{t(att.timed_vs_profiled)}")
