@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.profiling.attribution import attribute, explanation_lines
+from pytest_tfperf.profiling import xspace as xs
 from pytest_tfperf.profiling.model import Profile
-from pytest_tfperf.profiling.xspace import summarise, summarise_sides
+from pytest_tfperf.profiling.xspace import ProfileUnavailable, summarise, summarise_sides
 from tests.unit.test_profiling_xspace import US, Space, step_space, xplane_pb2
 
 NS_BASE = 1_000  # the host lines' timestamp_ns in ``Space``
@@ -304,3 +305,76 @@ def math_close(a: float, b: float) -> bool:
 
 def test_the_xplane_module_used_here_is_tensorflows() -> None:
     assert hasattr(xplane_pb2, "XSpace")
+
+
+# -- memory: each device's allocator ---------------------------------------------------------------------------
+
+def gpu_memory_space(gpu_bytes: int, cpu_bytes: int = 64 * 1024, windows: int = 3) -> Space:
+    """Per window, a GPU layer's output in ``GPU_0_bfc`` and a host tensor in the CPU's allocator, both recorded on
+    the host plane (where TensorFlow's allocators record their events, the GPU's too), and pinned host memory."""
+    from tests.unit.test_profiling_memory import alloc, free
+
+    s = Space()
+    s.windows(windows, 1000)
+    for w in range(windows):
+        t = w * 1000.0
+        for i in range(3):  # the GPU's allocator is the most active one, as on a GPU step
+            alloc(s, "tf_Compute/1", t + 10 + i, gpu_bytes, 100 + w * 10 + i, f"functional_1/wide_1/MatMul_{i}",
+                  allocator="GPU_0_bfc")
+        alloc(s, "tf_Compute/2", t + 20, cpu_bytes, 200 + w * 10, "functional_1/prep_1/Cast",
+              allocator="bfc_cpu_allocator_for_gpu")
+        alloc(s, "tf_Compute/2", t + 25, 8 * 2**20, 300 + w * 10, "IteratorGetNext", allocator="gpu_host_bfc")
+        for i in range(3):
+            free(s, "tf_Compute/1", t + 900 + i, gpu_bytes, 100 + w * 10 + i, allocator="GPU_0_bfc")
+        free(s, "tf_Compute/2", t + 910, cpu_bytes, 200 + w * 10, allocator="bfc_cpu_allocator_for_gpu")
+        free(s, "tf_Compute/2", t + 920, 8 * 2**20, 300 + w * 10, allocator="gpu_host_bfc")
+    return s
+
+
+def test_each_devices_peak_is_read_from_its_own_allocator() -> None:
+    from pytest_tfperf.profiling.memory import read_memory
+
+    space = gpu_memory_space(gpu_bytes=2**20).parsed()
+    gpu = read_memory(space, device="GPU:0")
+    assert gpu.allocator == "GPU_0_bfc" and gpu.peaks == (3 * 2**20,) * 3
+    assert [g.key for g in gpu.groups] == ["layer:functional/wide"]
+    cpu = read_memory(space, device="CPU:0")  # neither the GPU's allocator nor the GPU's pinned host memory
+    assert cpu.allocator == "bfc_cpu_allocator_for_gpu" and cpu.peaks == (64 * 1024,) * 3
+    assert read_memory(space).allocator == "GPU_0_bfc"  # no device named: the most active, as before
+    with pytest.raises(ProfileUnavailable, match=r"no allocation events of GPU:1's allocator GPU_1_bfc \(allocators "
+                                                 r"seen: GPU_0_bfc, bfc_cpu_allocator_for_gpu, gpu_host_bfc\)"):
+        read_memory(space, device="GPU:1")
+
+
+@pytest.fixture
+def no_tensorflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raw profiles read from files with this test's xplane_pb2: importing TensorFlow's would import TensorFlow."""
+    monkeypatch.setattr(xs, "xplane_module", lambda: xplane_pb2)
+
+
+def test_a_gpu_peak_regression_names_the_layer_that_allocated_on_the_gpu(tmp_path: Any, no_tensorflow: None) -> None:
+    from pytest_tfperf.session.explain import explain_memory, tf_allocator_device
+
+    for side, size in (("base", 2**20), ("current", 4 * 2**20)):
+        folder = tmp_path / side / "plugins" / "profile" / "run"
+        folder.mkdir(parents=True)
+        (folder / "host.xplane.pb").write_bytes(gpu_memory_space(gpu_bytes=size).parsed().SerializeToString())
+    device = tf_allocator_device("peak_tf_allocator[GPU:0]")
+    assert device == "GPU:0" and tf_allocator_device("peak_rss") is None
+    lines, data = explain_memory(tmp_path / "base", tmp_path / "current", 9 * 2**20, device=device)
+    assert data["allocator"] == "GPU_0_bfc"
+    assert lines[1].startswith("  wide grew +9.00 MiB at the peak")
+    lines, data = explain_memory(tmp_path / "base", tmp_path / "current", 0.0, device="CPU:0")
+    assert data["allocator"] == "bfc_cpu_allocator_for_gpu" and not data["causes"]
+
+
+def test_a_stored_allocation_profile_of_another_allocator_is_not_compared(tmp_path: Any, no_tensorflow: None) -> None:
+    from pytest_tfperf.profiling.memory import memory_to_dict, read_memory
+    from pytest_tfperf.session.explain import explain_memory
+
+    stored = memory_to_dict(read_memory(gpu_memory_space(gpu_bytes=2**20).parsed(), device="CPU:0"))
+    folder = tmp_path / "current" / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    (folder / "host.xplane.pb").write_bytes(gpu_memory_space(gpu_bytes=2**20).parsed().SerializeToString())
+    lines, data = explain_memory(None, tmp_path / "current", 2**20, stored=stored, device="GPU:0")
+    assert lines == (data["lines"][0],) and "bfc_cpu_allocator_for_gpu's" in lines[0] and "GPU_0_bfc's" in lines[0]
