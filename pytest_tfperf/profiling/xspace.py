@@ -101,11 +101,14 @@ def load_xspace(path: Path, *, max_bytes: int) -> Any:
 
 def summarise(space: Any, *, name: str, iterations: int, top: int = 30, max_stages: int = 20,
               deadline: float | None = None, marker: str = WINDOW_MARKER, logdir: str | None = None,
-              host_tracer_level: int = 2, side: str | None = None) -> Profile:
+              host_tracer_level: int = 2, side: str | None = None, max_device: int = 20) -> Profile:
     """The compact profile of the windows marked in ``space`` (an ``XSpace``, read by attribute access only).
 
     ``side`` keeps only the windows whose marker names that side (``side=...``
-    stat, see ``summarise_sides``); None keeps every window. ``deadline`` is a
+    stat, see ``summarise_sides``); None keeps every window. ``max_device``
+    device groups are kept (the rest summed), so that a GPU profile with
+    the most of each (30 host, 20 stage, 20 device groups, 6 windows) stays
+    under 20 KB stored. ``deadline`` is a
     ``time.monotonic()`` value past which reading stops with ProfileUnavailable:
     a profile too large to read in time gives no profile, never a hung test.
     """
@@ -115,12 +118,12 @@ def summarise(space: Any, *, name: str, iterations: int, top: int = 30, max_stag
     if not chosen:
         raise ProfileUnavailable(f"no {marker!r} window of side {side!r} in the profile")
     return _build(read, chosen, name=name, iterations=iterations, top=top, max_stages=max_stages, logdir=logdir,
-                  host_tracer_level=host_tracer_level)
+                  host_tracer_level=host_tracer_level, max_device=max_device)
 
 
 def summarise_sides(space: Any, *, iterations: Mapping[str, int], top: int = 30, max_stages: int = 20,
                     deadline: float | None = None, marker: str = WINDOW_MARKER, logdir: str | None = None,
-                    host_tracer_level: int = 2) -> dict[str, Profile]:
+                    host_tracer_level: int = 2, max_device: int = 20) -> dict[str, Profile]:
     """One compact profile per side of a profile whose windows alternate between sides, read in one pass.
 
     Each window's marker carries a ``side`` stat (``Trace(marker, side=...)``);
@@ -134,7 +137,7 @@ def summarise_sides(space: Any, *, iterations: Mapping[str, int], top: int = 30,
         if not chosen:
             raise ProfileUnavailable(f"no {marker!r} window of side {side!r} in the profile")
         out[side] = _build(read, chosen, name=side, iterations=n, top=top, max_stages=max_stages, logdir=logdir,
-                           host_tracer_level=host_tracer_level)
+                           host_tracer_level=host_tracer_level, max_device=max_device)
     return out
 
 
@@ -450,7 +453,7 @@ def _traced(event: Any, event_name: str, traced_stat: int | None, stat_names: di
 
 
 def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: int, max_stages: int,
-           logdir: str | None, host_tracer_level: int) -> Profile:
+           logdir: str | None, host_tracer_level: int, max_device: int = 20) -> Profile:
     """The profile of the ``chosen`` windows; a group with no time in them is absent, as in a pass of its own."""
     per_iteration = 1e-12 / iterations  # ps per window -> seconds per iteration
     k = len(chosen)
@@ -480,14 +483,14 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
     kept = rest[:top]
     dropped = rest[top:] + [g for g in built if g.kind == "stage"][max_stages:]
     other = tuple(sum(g.per_window[w] for g in dropped) for w in range(k))
-    # Device groups are kept apart, ``top`` of them, with their own "other": they are another path's time.
+    # Device groups are kept apart, ``max_device`` of them, with their own "other": another path's time.
     device = [g for g in built if g.on_device]
     device_other: tuple[float, ...] = ()
     device_busy: tuple[float, ...] = ()
     if read.device_busy is not None:
-        device_other = tuple(sum(g.per_window[w] for g in device[top:]) for w in range(k))
+        device_other = tuple(sum(g.per_window[w] for g in device[max_device:]) for w in range(k))
         device_busy = tuple(read.device_busy[w] * per_iteration for w in chosen)
-    kept_all = sorted(kept + stages + device[:top], key=lambda g: -g.mean)
+    kept_all = sorted(kept + stages + device[:max_device], key=lambda g: -g.mean)
     smallest = min((g.mean for g in kept), default=0.0) if dropped else 0.0
     wall = tuple((read.windows[w][1] - read.windows[w][0]) * per_iteration for w in chosen)
     calls = sum(read.get_next[w] for w in chosen)

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_tfperf.profiling.attribution import attribute, explanation_lines
 from pytest_tfperf.profiling import xspace as xs
-from pytest_tfperf.profiling.model import Profile
+from pytest_tfperf.profiling.model import Group, Profile
 from pytest_tfperf.profiling.xspace import ProfileUnavailable, summarise, summarise_sides
 from tests.unit.test_profiling_xspace import US, Space, step_space, xplane_pb2
 
@@ -210,7 +210,7 @@ def test_the_device_groups_beyond_the_top_go_to_the_devices_other() -> None:
     for w in range(2):
         for i in range(5):
             s.kernel(7, "k", w * 1000 + i * 100, 10 * (i + 1), tf_op=f"m/l{i}/MatMul:MatMul")
-    profile = summarise(s.parsed(), name="many", iterations=1, top=3)
+    profile = summarise(s.parsed(), name="many", iterations=1, max_device=3)
     device = [g for g in profile.groups if g.on_device]
     assert [g.key for g in device] == ["device:layer:m/l4", "device:layer:m/l3", "device:layer:m/l2"]
     assert profile.device_other == pytest.approx((30e-6, 30e-6))
@@ -223,6 +223,23 @@ def test_a_profile_without_device_planes_has_no_device_fields_and_is_stored_as_b
     assert not any(g.on_device for g in profile.groups)
     data = profile.to_dict()
     assert data["version"] == 1 and "device_busy" not in data
+
+
+def test_a_gpu_profile_with_the_most_groups_kept_stays_under_twenty_kb_stored() -> None:
+    def group(i: int, kind: str, key: str) -> Group:
+        stage = kind == "stage"
+        return Group(key=f"{key}:functional/a_long_layer_name_{i}", kind=kind, label=f"a_long_layer_name_{i} kernels",
+                     families=("Conv2D", "BiasAdd", "Relu"),
+                     per_window=tuple(1.234567e-3 * (i + 1) + 1e-6 * w for w in range(6)),
+                     per_element=1.2345e-4 if stage else None, parallel=True if stage else None)
+
+    # as many as summarise keeps: top, max_stages, max_device
+    groups = tuple(group(i, "layer", "layer") for i in range(30)) \
+        + tuple(group(i, "stage", "stage") for i in range(20)) \
+        + tuple(group(i, "device layer", "device:layer") for i in range(20))
+    profile = Profile(name="t", iterations=10, wall=(0.01,) * 6, groups=groups, other=(1e-4,) * 6, smallest_kept=1e-3,
+                      input_wait=(0.0,) * 6, elements=1.0, device_busy=(9e-3,) * 6, device_other=(1e-4,) * 6)
+    assert len(json.dumps(profile.to_dict())) < 20_000
 
 
 def test_a_gpu_profile_round_trips_through_its_stored_form() -> None:
