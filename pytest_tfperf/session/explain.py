@@ -61,7 +61,13 @@ class Explanation:
             return self.lines[0] if self.lines else ""
         causes = self.attribution.get("causes") or []
         if not causes:
-            return "no op or stage moved beyond its noise"
+            # On a GPU, the other path's groups (kernels of a host-bound step, launches of a device-bound one)
+            # may have moved while nothing on the step's path did: they are named, said to be off the path.
+            off_path = self.attribution.get("off_path") or []
+            if not off_path:
+                return "no op or stage moved beyond its noise"
+            top = off_path[0]
+            return f"{top['label']} {top['how']} {top['delta_ms']:+.2f} ms/iteration (not on the step's path)"
         top = causes[0]
         return f"{top['label']} {top['how']} {top['delta_ms']:+.2f} ms/iteration"
 

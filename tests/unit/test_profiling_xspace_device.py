@@ -395,3 +395,18 @@ def test_a_stored_allocation_profile_of_another_allocator_is_not_compared(tmp_pa
     (folder / "host.xplane.pb").write_bytes(gpu_memory_space(gpu_bytes=2**20).parsed().SerializeToString())
     lines, data = explain_memory(None, tmp_path / "current", 2**20, stored=stored, device="GPU:0")
     assert lines == (data["lines"][0],) and "bfc_cpu_allocator_for_gpu's" in lines[0] and "GPU_0_bfc's" in lines[0]
+
+
+def test_the_summary_headline_names_kernels_that_moved_off_a_host_bound_path() -> None:
+    from pytest_tfperf.profiling.attribution import attribution_dict
+    from pytest_tfperf.session.explain import Explanation
+
+    base = summarise(gpu_space(windows=5, conv_us=10.0, dense_us=6.0, host_us=350.0).parsed(), name="b",
+                     iterations=2)
+    current = summarise(gpu_space(windows=5, conv_us=10.0, dense_us=30.0, host_us=350.0).parsed(), name="c",
+                        iterations=2)
+    data = attribution_dict(attribute(base, current, 24e-6))
+    assert data["path"] == "host" and [c["key"] for c in data["off_path"]] == ["device:layer:functional/dense"]
+    assert data["device_busy"]["delta_ms"] > 0
+    headline = Explanation(lines=(), attribution=data).headline
+    assert headline.startswith("dense kernels (MatMul family) grew +0.02 ms/iteration (not on the step's path)")
