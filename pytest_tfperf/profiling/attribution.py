@@ -24,12 +24,28 @@ measured change exactly. Self times add across threads, so on a step that
 runs ops in parallel (or a pipeline that works ahead of its consumer) a
 cause can be larger than the change in wall time; the remainder says so.
 No printing here: ``explanation_lines`` returns lines.
+
+On a GPU the profile has two kinds of op time that overlap: the host's op
+events (on a GPU, mostly the launch of the op's kernels) and the device's
+kernels (``device layer``/``device op`` groups). They are not added together.
+The **step's path** is the device when the current side's busiest GPU ran
+kernels for longer per iteration than the host's own groups took (its ops,
+retracing, input wait and their "other"): the device is then the bottleneck
+and the wall time follows its kernels, so the device groups (and their
+"other") are the additive parts, the common factor and the steadying read
+from the device groups. Otherwise the host is, as without a GPU. The groups
+of the other path that moved beyond their noise are listed apart
+(``off_path``), like tf.data stages: they overlap the path, so they do not add
+to the change. The current side decides, because it is the one whose time is
+being explained: a step that became host-bound (a ``py_function`` added to a
+GPU step) is explained by the host, one that became device-bound (a widened
+layer) by its kernels.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pytest_tfperf.profiling.model import Group, Profile
@@ -71,6 +87,9 @@ SHORT_EVENT_S = 20e-6
 # threshold), so the ratio that says "traced differently" is well above that.
 TRACED_COUNT_RATIO = 4.0
 OP_KINDS = ("layer", "op", "tf.data work")
+HOST_OP_KINDS = ("layer", "op")
+DEVICE_OP_KINDS = ("device layer", "device op")
+HOST, DEVICE = "host", "device"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +144,15 @@ class Attribution:
     # hide, as it can hide it from ``profiled_noise``'s standard error.
     windows_separated: bool = False
     # The consumer's wait for input moved beyond its noise while no tf.data stage or function did, none runs
-    # differently and both sides ran the same stages: the pipeline ran slower (faster) as a whole, as every op does in a slower process. An additive
-    # part of its own, like ``drift``, not a cause: the wait is a symptom, and nothing behind it stands out.
+    # differently and both sides ran the same stages: the pipeline ran slower (faster) as a
+    # whole, as every op does in a slower process. An additive part of its own, like ``drift``, not a cause: the wait is a symptom, and nothing behind it stands out.
     input_drift: float = 0.0
+    # On a GPU: which time is the step's path ("host" or "device", see the module's docstring), the groups of
+    # the other one that moved beyond their noise (they overlap the path: not additive), and the busiest
+    # GPU's busy time per iteration on each side (None unless both sides have device planes).
+    path: str = HOST
+    off_path: tuple[Change, ...] = ()
+    device_busy: Change | None = None
 
     @property
     def unlisted_delta(self) -> float:
@@ -146,15 +171,17 @@ class Attribution:
 
     @property
     def nothing_moved(self) -> bool:
-        """No op, layer, stage or tf.data work moved beyond its noise (what unchanged code should read)."""
-        return not self.causes and not self.unlisted and not self.pipeline
+        """No op, layer, stage, tf.data work or kernel moved beyond its noise (what unchanged code should read)."""
+        return not self.causes and not self.unlisted and not self.pipeline and not self.off_path
 
     @property
     def top(self) -> Change | None:
         """The cause to name first: the consumer's input wait is a symptom, so the stage behind it is named instead;
         with nothing on the step's path beyond its noise, the most upstream tf.data stage that moved."""
         if not self.causes:
-            return self.pipeline[0] if self.pipeline else None
+            if self.pipeline:
+                return self.pipeline[0]
+            return self.off_path[0] if self.off_path else None
         first = self.causes[0]
         if first.kind == "input wait" and self.paced_by is not None:
             return self.paced_by
@@ -166,17 +193,36 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     if not math.isfinite(measured):
         raise ValueError(f"measured change must be finite, got {measured!r}")
     wall_floor = WALL_FLOOR * base.wall_mean
+    path = step_path(current)
+    devices = base.has_device or current.has_device
     if STEADY_WINDOWS:
         base, current = _steadied(base, current)
-    scale = _common_scale(base, current)
+        if devices:
+            base, current = _steadied(base, current, device=True)
+    host_scale = _common_scale(base, current)
+    device_scale = _common_scale(base, current, device=True) if devices else 1.0
     keys = [g.key for g in base.groups] + [g.key for g in current.groups if base.group(g.key) is None]
-    changes = [_change(base.group(k), current.group(k), base, current, wall_floor, scale) for k in keys]
+    changes = []
+    for k in keys:
+        ref = current.group(k) or base.group(k)
+        on_device = ref is not None and ref.on_device
+        changes.append(_change(base.group(k), current.group(k), base, current, wall_floor,
+                               device_scale if on_device else host_scale))
     changes.append(_series_change("other", "other", "groups beyond the top kept", base.other, current.other,
-                                  wall_floor, scale))
+                                  wall_floor, host_scale))
+    if devices:
+        k_base, k_current = base.windows, current.windows
+        changes.append(_series_change("device:other", "device op", "kernels of groups beyond the top kept",
+                                      base.device_other or (0.0,) * k_base,
+                                      current.device_other or (0.0,) * k_current, wall_floor, device_scale))
     # Additive parts are the groups on the step's own path: its ops, its retracing, and the consumer's wait
     # for input. tf.data's threads work alongside the consumer and a stage's time includes its wait for
     # the stage upstream, so stage times overlap: they explain the wait instead of adding to the change.
-    critical = [c for c in changes if c.kind not in PIPELINE_KINDS]
+    # On a GPU the path is the host's groups or the device's kernels, whichever set the pace (``step_path``).
+    host_critical = [c for c in changes if c.kind not in PIPELINE_KINDS and c.kind not in DEVICE_OP_KINDS]
+    device_critical = [c for c in changes if c.kind in DEVICE_OP_KINDS]
+    critical, across = (device_critical, host_critical) if path == DEVICE else (host_critical, device_critical)
+    scale = device_scale if path == DEVICE else host_scale
     drift = (scale - 1.0) * math.fsum(c.base for c in critical)
     pipeline = _upstream_first([c for c in changes if c.kind in PIPELINE_KINDS and c.beyond_noise])
     reshaped = tuple(c for c in changes if c.kind == "stage" and c.base_parallel is not None
@@ -209,7 +255,25 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
                        timed_vs_profiled=measured - profiled,
                        windows_separated=bool(base.wall and current.wall)
                        and min(current.wall) > scale * max(base.wall),
-                       reshaped=reshaped, input_drift=input_drift)
+                       reshaped=reshaped, input_drift=input_drift,
+                       path=path,
+                       off_path=tuple(sorted((c for c in across if c.beyond_noise), key=lambda c: -abs(c.delta))),
+                       device_busy=_series_change("device:busy", "device op", "GPU busy", base.device_busy,
+                                                  current.device_busy, wall_floor)
+                       if base.has_device and current.has_device else None)
+
+
+def host_path_time(profile: Profile) -> float:
+    """Seconds per iteration of the host's own groups: its ops, retracing and input wait, and "other"."""
+    return math.fsum(g.mean for g in profile.groups
+                     if g.kind not in PIPELINE_KINDS and not g.on_device) + math.fsum(profile.other) / profile.windows
+
+
+def step_path(profile: Profile) -> str:
+    """``"device"`` when the busiest GPU ran longer per iteration than the host's own groups took, else ``"host"``."""
+    if profile.has_device and profile.device_busy_mean > host_path_time(profile):
+        return DEVICE
+    return HOST
 
 
 def attribution_dict(att: Attribution) -> dict[str, object]:
@@ -238,6 +302,8 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
         "input_wait": change(att.input_wait) if att.input_wait else None,
         "paced_by": change(att.paced_by) if att.paced_by else None,
         "pipeline": [change(c) for c in att.pipeline],
+        "path": att.path, "off_path": [change(c) for c in att.off_path],
+        "device_busy": change(att.device_busy) if att.device_busy else None,
         "reshaped": [change(c) for c in att.reshaped],
         "base_logdir": att.base_logdir, "current_logdir": att.current_logdir,
         "lines": explanation_lines(att),
@@ -256,6 +322,8 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     head = (f"where the time went: {t(att.measured)}/iteration measured "
             f"(profiled pass {t(att.profiled)} ±{t(att.profiled_noise, sign=False)})")
     lines = [head]
+    if att.device_busy is not None or att.path == DEVICE:
+        lines.append("  " + _path_line(att, t))
     if att.nothing_moved:
         lines.append(f"  no op or stage moved beyond its noise ({att.within_noise} groups compared)")
     elif not att.causes:
@@ -283,9 +351,15 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     for c in att.reshaped:
         if c.key not in shown:
             lines.append(f"  tf.data runs differently: {_describe(c)}" + _stage_note(c, t))
+    if att.off_path:
+        where = ("on the host too (op launches and host work, overlapping the kernels: not added)"
+                 if att.path == DEVICE else "on the GPU too (kernels, overlapping the host: not added)")
+        lines.append(f"  {where}:")
+        lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" for c in att.off_path[:3]]
     more = f", {len(att.unlisted)} more that moved {t(att.unlisted_delta)}" if att.unlisted else ""
+    outside = "GPU idle or streams overlapping" if att.path == DEVICE else "outside ops and stages"
     lines.append(f"  remainder {t(att.remainder)}: groups within their noise {t(att.within_noise_delta)}, "
-                 f"outside ops and stages {t(att.outside)}{more}, timed rounds vs profiled pass "
+                 f"{outside} {t(att.outside)}{more}, timed rounds vs profiled pass "
                  f"{t(att.timed_vs_profiled)}")
     if _mostly_outside(att):
         lines.append("  most of the profiled change is outside every op and stage TensorFlow traced: Python work "
@@ -298,9 +372,24 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     return lines
 
 
+def _path_line(att: Attribution, t: Callable[..., str]) -> str:
+    """Which time the parts are (host or device) and why: the GPU's busy time beside the step's."""
+    busy = att.device_busy
+    if att.path == DEVICE:
+        now = f" ({t(busy.current, sign=False)}/iteration now)" if busy is not None else ""
+        return (f"on the GPU: the device set the pace{now}, so the parts are its kernels' time; "
+                "host op times are launches")
+    assert busy is not None
+    return (f"on the GPU: busy {t(busy.current, sign=False)}/iteration now, less than the host's own work, "
+            "so the parts are host time; kernels overlap it")
+
+
 def _mostly_outside(att: Attribution) -> bool:
     """The profiled pass slowed beyond its noise, and over half of that is time outside any traced op or stage,
-    more than any cause listed: the profile cannot name what it did not trace, so it says where to look."""
+    more than any cause listed: the profile cannot name what it did not trace, so it says where to look.
+    Only on the host's path: on the device's, time outside kernels is the GPU idle, not untraced Python."""
+    if att.path == DEVICE:
+        return False
     slower = att.profiled > att.profiled_noise or att.windows_separated
     if not (slower and att.profiled > 0 and att.outside > 0.5 * att.profiled):
         return False
@@ -338,7 +427,7 @@ def _paced_by(wait: Change, pipeline: Sequence[Change], changes: Sequence[Change
 
 
 def _describe(change: Change) -> str:
-    if change.kind in ("layer", "op") and change.label:
+    if change.kind in HOST_OP_KINDS + DEVICE_OP_KINDS and change.label:
         return change.label
     if change.kind == "stage":
         mode = _mode(change.current_parallel if change.how != "vanished" else change.base_parallel)
@@ -362,18 +451,20 @@ def _stage_note(change: Change, t: object) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _common_keys(base: Profile, current: Profile) -> list[str]:
-    """The layer and op groups both sides have, each at least DRIFT_GROUP_SHARE of the step on both."""
+def _common_keys(base: Profile, current: Profile, device: bool = False) -> list[str]:
+    """The layer and op groups (of the device's kernels with ``device``) both sides have, each at least
+    DRIFT_GROUP_SHARE of the step on both."""
     floor = DRIFT_GROUP_SHARE * base.wall_mean
+    kinds = DEVICE_OP_KINDS if device else HOST_OP_KINDS
     keys = []
     for group in base.groups:
         other = current.group(group.key)
-        if group.kind in ("layer", "op") and other is not None and group.mean > floor and other.mean > floor:
+        if group.kind in kinds and other is not None and group.mean > floor and other.mean > floor:
             keys.append(group.key)
     return keys
 
 
-def _steadied(base: Profile, current: Profile) -> tuple[Profile, Profile]:
+def _steadied(base: Profile, current: Profile, device: bool = False) -> tuple[Profile, Profile]:
     """Each side's windows with its window-to-window load taken out (see ``STEADY_WINDOWS``).
 
     A window's load is the summed time of the groups both sides have (the
@@ -382,15 +473,17 @@ def _steadied(base: Profile, current: Profile) -> tuple[Profile, Profile]:
     that window's load, so a window in which the machine was busy (every op 3x
     slower) reads like the others, and the windows' spread is what the group
     did by itself. The side's level is kept: comparing the sides stays the
-    common factor's job.
+    common factor's job. With ``device``, the device's kernel groups (and
+    their "other") are steadied by the device's load, the host's are left
+    alone; without, the reverse: a busy host and a busy GPU are two loads.
     """
-    keys = _common_keys(base, current)
+    keys = _common_keys(base, current, device)
     if len(keys) < STEADY_MIN_GROUPS:
         return base, current
-    return _steady(base, keys), _steady(current, keys)
+    return _steady(base, keys, device), _steady(current, keys, device)
 
 
-def _steady(profile: Profile, keys: Sequence[str]) -> Profile:
+def _steady(profile: Profile, keys: Sequence[str], device: bool = False) -> Profile:
     k = profile.windows
     members = {key: profile.group(key) for key in keys}
     load = [math.fsum(g.per_window[w] for g in members.values() if g is not None) for w in range(k)]
@@ -405,11 +498,14 @@ def _steady(profile: Profile, keys: Sequence[str]) -> Profile:
         return tuple(values[w] * level / rest[w] for w in range(k))
 
     groups = tuple(replace(g, per_window=steady(g.per_window, g.per_window if g.key in members else None))
-                   for g in profile.groups)
+                   if g.on_device == device else g for g in profile.groups)
+    if device:
+        return replace(profile, groups=groups,
+                       device_other=steady(profile.device_other, None) if profile.device_other else ())
     return replace(profile, groups=groups, other=steady(profile.other, None))
 
 
-def _common_scale(base: Profile, current: Profile) -> float:
+def _common_scale(base: Profile, current: Profile, device: bool = False) -> float:
     """The factor most groups moved by together: the median current/baseline ratio of the groups both have.
 
     Two profiles taken minutes apart on a loaded machine differ by a common
@@ -421,13 +517,15 @@ def _common_scale(base: Profile, current: Profile) -> float:
     groups a changed one could be the median, so the factor is taken only
     when the groups agree on it (their ratios within ``DRIFT_AGREE`` of each
     other): a small model or a pipeline's consumer run whole in a slower
-    process; otherwise it is 1.
+    process; otherwise it is 1. With ``device``, the factor of
+    the device's kernel groups (a GPU's load is not the host's).
     """
-    floor = DRIFT_GROUP_SHARE * base.wall_mean
     ratios = []
+    kinds = DEVICE_OP_KINDS if device else OP_KINDS
+    floor = DRIFT_GROUP_SHARE * base.wall_mean
     for group in base.groups:
         other = current.group(group.key)
-        if group.kind in OP_KINDS and other is not None and group.mean > floor and other.mean > floor:
+        if group.kind in kinds and other is not None and group.mean > floor and other.mean > floor:
             ratios.append(other.mean / group.mean)
     if len(ratios) < DRIFT_AGREE_MIN_GROUPS:
         return 1.0
@@ -448,7 +546,8 @@ def _change(b: Group | None, c: Group | None, base: Profile, current: Profile, w
     cw = c.per_window if c is not None else (0.0,) * kc
     # A group below one side's top kept may hide in its "other" up to that side's smallest kept group; the baseline's
     # is compared scaled by the common factor, as its groups are.
-    hidden = (scale * base.smallest_kept if b is None else 0.0) + (current.smallest_kept if c is None else 0.0)
+    hidden = (scale * _smallest_kept(base, ref.on_device) if b is None else 0.0) \
+        + (_smallest_kept(current, ref.on_device) if c is None else 0.0)
     if _traced_in_part(b, c):
         hidden += max(abs(scale * _mean(bw)), _mean(cw))
     label = ref.describe() if ref.kind not in ("stage",) else ref.label
@@ -482,6 +581,15 @@ def _traced_in_part(b: Group | None, c: Group | None) -> bool:
 
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
+
+
+def _smallest_kept(profile: Profile, device: bool) -> float:
+    """The smallest kept group of the host's groups, or of the device's when some were left in its "other"."""
+    if not device:
+        return profile.smallest_kept
+    if not any(profile.device_other):
+        return 0.0
+    return min((g.mean for g in profile.groups if g.on_device), default=0.0)
 
 
 def _series_change(key: str, kind: str, label: str, base: Sequence[float], current: Sequence[float],

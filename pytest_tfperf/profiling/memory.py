@@ -22,6 +22,15 @@ own. So a window's parts add up to its added peak exactly.
 ``attribute_memory`` splits a measured change of the added peak over the groups
 whose bytes at the peak moved beyond their window-to-window spread, the
 remainder stated. Pure reading: TensorFlow is not imported here.
+
+On a GPU, the GPU's allocator (TensorFlow's BFC allocator of GPU N is named
+``GPU_N_bfc``) records its ``MemoryAllocation`` events on the host plane too,
+on the thread that allocated, with the same stats: ``device="GPU:0"`` reads
+that allocator's events (and ``"CPU:0"`` the most active allocator that is not
+a GPU's nor the GPU's pinned host memory, ``gpu_host_bfc``), so each device's
+peak is explained from its own allocator. The device planes hold no allocator
+events (CUPTI's memory records are driver allocations, not TensorFlow's, and
+are not read). Not run on a real GPU here.
 """
 
 from __future__ import annotations
@@ -134,10 +143,11 @@ class MemoryAttribution:
 
 
 def read_memory(space: Any, *, marker: str = WINDOW_MARKER, deadline: float | None = None,
-                logdir: str | None = None, side: str | None = None) -> MemoryProfile:
+                logdir: str | None = None, side: str | None = None, device: str | None = None) -> MemoryProfile:
     """The allocations by op of the windows marked in ``space`` (an ``XSpace``); ProfileUnavailable naming what
     was seen when it holds no allocation events to read. ``side`` keeps the windows whose marker names that side
-    (a pair profiled in one session, its sides' windows alternating); None keeps every window."""
+    (a pair profiled in one session, its sides' windows alternating); None keeps every window. ``device``
+    (``"GPU:0"``, ``"CPU:0"``) reads that device's allocator (``device_allocator``); None the most active one."""
     plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
     if plane is None:
         raise ProfileUnavailable(f"the profile has no {HOST_PLANE} plane")
@@ -178,12 +188,32 @@ def read_memory(space: Any, *, marker: str = WINDOW_MARKER, deadline: float | No
                                  "TensorFlow is imported)")
     events.sort()
     by_allocator = Counter(e[2].split("|", 1)[1] for e in events if e[2].startswith(ALLOC))
-    allocator = by_allocator.most_common(1)[0][0] if by_allocator else ""
+    allocator = device_allocator(by_allocator, device)
     return _replay(events, windows, allocator, logdir)
 
 
+def device_allocator(by_allocator: Counter[str], device: str | None) -> str:
+    """Which allocator's events are ``device``'s: ``GPU_N_bfc`` for ``GPU:N`` (TensorFlow's name for a GPU's BFC
+    allocator), for another device the most active allocator that is no GPU's; None: the most active of all.
+    ProfileUnavailable naming the allocators seen when the device's is not among them."""
+    if device is None or not by_allocator:
+        return by_allocator.most_common(1)[0][0] if by_allocator else ""
+    kind, _, index = device.upper().partition(":")
+    if kind == "GPU":
+        wanted = f"GPU_{index or 0}_bfc"
+        if by_allocator.get(wanted):
+            return wanted
+        raise ProfileUnavailable(f"the profile holds no allocation events of {device}'s allocator {wanted} "
+                                 f"(allocators seen: {', '.join(sorted(by_allocator))})")
+    host = Counter({name: n for name, n in by_allocator.items() if not name.startswith(("GPU_", "gpu_host"))})
+    if not host:
+        raise ProfileUnavailable(f"the profile holds no allocation events of a {device} allocator "
+                                 f"(allocators seen: {', '.join(sorted(by_allocator))})")
+    return host.most_common(1)[0][0]
+
+
 def memory_from_logdir(logdir: str | Path, *, max_bytes: int = 256 * 2**20, timeout_s: float = 60.0,
-                       side: str | None = None) -> tuple[MemoryProfile | None, str | None]:
+                       side: str | None = None, device: str | None = None) -> tuple[MemoryProfile | None, str | None]:
     """The newest profile under ``logdir`` (as ``capture`` leaves it), read for allocations: (profile, None) or
     (None, why not in one line)."""
     found = sorted(glob.glob(str(Path(logdir) / "plugins" / "profile" / "*" / "*.xplane.pb")))
@@ -192,7 +222,8 @@ def memory_from_logdir(logdir: str | Path, *, max_bytes: int = 256 * 2**20, time
     path = Path(max(found, key=lambda p: Path(p).stat().st_mtime))
     try:
         space = load_xspace(path, max_bytes=max_bytes)
-        return read_memory(space, deadline=time.monotonic() + timeout_s, logdir=str(logdir), side=side), None
+        return read_memory(space, deadline=time.monotonic() + timeout_s, logdir=str(logdir), side=side,
+                           device=device), None
     except ProfileUnavailable as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - a malformed profile is profiler trouble, never the test's

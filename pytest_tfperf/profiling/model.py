@@ -10,10 +10,18 @@ and review it in git:
   retracing of a ``tf.function``), one value per window, so that the
   window-to-window spread says how much a group moves by itself;
 - ``other``: the groups beyond the ``top`` kept, summed;
-- ``input_wait``: the consumer's ``IteratorGetNext`` time per iteration.
+- ``input_wait``: the consumer's ``IteratorGetNext`` time per iteration;
+- on a GPU, ``device`` groups (key ``device:...``, kinds ``device layer`` and
+  ``device op``): kernel time per iteration of the ops that launched them,
+  ``device_other`` (device groups beyond the top kept, summed) and
+  ``device_busy`` (the time per iteration the busiest GPU ran anything).
+  A profile without device planes has none of them (empty tuples).
 
 Times are seconds. ``to_dict``/``from_dict`` give the stored, versioned form
 (microseconds, rounded); a form of another version is refused, not guessed at.
+A profile without device groups is stored as version 1, as before they existed
+(so a host-only baseline reads the same to an older pytest-tfperf); one with
+them as version 2. Both are read.
 """
 
 from __future__ import annotations
@@ -23,8 +31,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-FORMAT_VERSION = 1
-GROUP_KINDS = ("layer", "op", "stage", "tf.data work", "input wait", "retracing")
+FORMAT_VERSION = 2
+HOST_ONLY_VERSION = 1  # the form without device fields, still written for host-only profiles and read
+READ_VERSIONS = (HOST_ONLY_VERSION, FORMAT_VERSION)
+DEVICE_KINDS = ("device layer", "device op")
+GROUP_KINDS = ("layer", "op", "stage", "tf.data work", "input wait", "retracing") + DEVICE_KINDS
 
 
 class ProfileFormatError(ValueError):
@@ -55,9 +66,13 @@ class Group:
         if self.kind == "stage":
             mode = "parallel" if self.parallel else "sequential"
             return f"{self.label} (tf.data stage, {mode})"
-        if self.kind == "layer" and self.families:  # an op group's label is its family already
+        if self.kind in ("layer", "device layer") and self.families:  # an op group's label is its family already
             return f"{self.label} ({self.families[0]} family)"
         return self.label
+
+    @property
+    def on_device(self) -> bool:
+        return self.kind in DEVICE_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +89,10 @@ class Profile:
     elements: float  # tf.data elements the consumer took per iteration (0 for a step without input)
     host_tracer_level: int = 2
     logdir: str | None = None  # where ``tensorboard --logdir`` opens the raw profile
+    # On a GPU (empty without device planes): seconds per iteration, per window, that the busiest GPU ran
+    # kernels or copies (the union over its streams), and the device groups beyond the top kept, summed.
+    device_busy: tuple[float, ...] = ()
+    device_other: tuple[float, ...] = ()
 
     @property
     def windows(self) -> int:
@@ -92,9 +111,17 @@ class Profile:
     def stages(self) -> tuple[Group, ...]:
         return tuple(g for g in self.groups if g.kind == "stage")
 
+    @property
+    def has_device(self) -> bool:
+        return bool(self.device_busy)
+
+    @property
+    def device_busy_mean(self) -> float:
+        return _mean(self.device_busy)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": FORMAT_VERSION,
+        out: dict[str, Any] = {
+            "version": FORMAT_VERSION if self.has_device else HOST_ONLY_VERSION,
             "name": self.name,
             "iterations": self.iterations,
             "host_tracer_level": self.host_tracer_level,
@@ -107,13 +134,19 @@ class Profile:
             "elements": round(self.elements, 3),
             "groups": [_group_dict(g) for g in self.groups],
         }
+        if self.has_device:
+            out["device_busy"] = _us(self.device_busy)
+            out["device_other"] = _us(self.device_other)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Profile:
         version = data.get("version") if isinstance(data, Mapping) else None
-        if version != FORMAT_VERSION:
-            raise ProfileFormatError(f"profile format version {version!r} is not {FORMAT_VERSION}, the one this "
-                                     "pytest-tfperf reads; profile again to store one it reads")
+        # bool is an int to Python: ``True`` must not read as version 1
+        if isinstance(version, bool) or version not in READ_VERSIONS:
+            raise ProfileFormatError(f"profile format version {version!r} is not one of "
+                                     f"{', '.join(map(str, READ_VERSIONS))}, those this pytest-tfperf reads; "
+                                     "profile again to store one it reads")
         try:
             wall = _seconds(data["wall"])
             groups = tuple(_group_from(g, len(wall)) for g in data["groups"])
@@ -121,10 +154,19 @@ class Profile:
             input_wait = _seconds(data["input_wait"])
             if len(other) != len(wall) or len(input_wait) != len(wall) or not wall:
                 raise ValueError("window counts differ")
+            device_busy: tuple[float, ...] = ()
+            device_other: tuple[float, ...] = ()
+            if version == FORMAT_VERSION:
+                device_busy = _seconds(data["device_busy"])
+                device_other = _seconds(data["device_other"])
+                if len(device_busy) != len(wall) or len(device_other) != len(wall):
+                    raise ValueError("device window counts differ")
+            if version == HOST_ONLY_VERSION and any(g.kind in DEVICE_KINDS for g in groups):
+                raise ValueError("device groups in a version 1 profile")
             return cls(name=str(data["name"]), iterations=int(data["iterations"]), wall=wall, groups=groups,
                        other=other, smallest_kept=float(data["smallest_kept"]) / 1e6, input_wait=input_wait,
                        elements=float(data["elements"]), host_tracer_level=int(data["host_tracer_level"]),
-                       logdir=data.get("logdir"))
+                       logdir=data.get("logdir"), device_busy=device_busy, device_other=device_other)
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileFormatError(f"stored profile is malformed: {type(exc).__name__}: {exc}") from None
 

@@ -22,10 +22,27 @@ belongs to the window in which it starts. Reading is one Python pass over the
 host events: each event name is classified once, events outside the windows
 are skipped before anything else is done with them. The protobuf module is
 imported lazily and probed at the places TensorFlow versions put it.
+
+A GPU has a plane of its own (``/device:GPU:N``), one line per CUDA stream
+(``Stream #N(...)``), one event per kernel, copy or memset, as TensorFlow's
+CUPTI collector writes them (``xla/backends/profiler/gpu/cupti_collector.cc``):
+its ``tf_op`` stat names the TensorFlow op whose annotation was open when it
+was launched (``scope/name:Type``), its ``correlation_id`` the driver call that
+launched it (``cuLaunchKernel`` and the like, on a host plane with the same
+stat). Device events are read into groups of their own (``device:layer:...``,
+``device:op:...``) by the host ops' scope and family rules: a kernel's time is
+its duration (kernels of one stream do not nest). A kernel belongs to the
+window in which its launch started when the launch is found by its correlation
+id (a step's kernels may run after the host left the window), else to the
+window in which it started itself. Lines xprof derives at display time
+(``TensorFlow Ops``, ``XLA Ops``, ``Steps``...) are not streams and are not read,
+so nothing is counted twice. None of this has run on a real GPU here: it is
+written against the format and tested on synthetic planes.
 """
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import time
 from collections import Counter, defaultdict
@@ -41,6 +58,12 @@ from pytest_tfperf.profiling.names import (
 
 WINDOW_MARKER = "tfperf_window"
 HOST_PLANE = "/host:CPU"
+DEVICE_PLANE_PREFIX = "/device:GPU:"
+STREAM_LINE_PREFIX = "Stream #"
+# Where CUPTI's driver calls (the launches) are: merged into the host plane by TensorFlow's post-processing,
+# or in a plane of their own before it.
+_LAUNCH_PLANES = (HOST_PLANE, "/host:CUPTI")
+_NO_OP_KEY = "device:op:(none)"
 XPLANE_MODULES = (
     "tensorflow.tsl.profiler.protobuf.xplane_pb2",  # TF 2.21 ships it here
     "tsl.profiler.protobuf.xplane_pb2",
@@ -78,38 +101,43 @@ def load_xspace(path: Path, *, max_bytes: int) -> Any:
 
 def summarise(space: Any, *, name: str, iterations: int, top: int = 30, max_stages: int = 20,
               deadline: float | None = None, marker: str = WINDOW_MARKER, logdir: str | None = None,
-              host_tracer_level: int = 2, side: str | None = None) -> Profile:
+              host_tracer_level: int = 2, side: str | None = None, max_device: int = 20) -> Profile:
     """The compact profile of the windows marked in ``space`` (an ``XSpace``, read by attribute access only).
 
     ``side`` keeps only the windows whose marker names that side (``side=...``
-    stat, see ``summarise_sides``); None keeps every window. ``deadline`` is a
+    stat, see ``summarise_sides``); None keeps every window. ``max_device``
+    device groups are kept (the rest summed), so that a GPU profile with
+    the most of each (30 host, 20 stage, 20 device groups, 6 windows) stays
+    under 20 KB stored. ``deadline`` is a
     ``time.monotonic()`` value past which reading stops with ProfileUnavailable:
     a profile too large to read in time gives no profile, never a hung test.
     """
     read = _read_plane(space, marker=marker, deadline=deadline)
+    _read_devices(space, read, deadline=deadline)
     chosen = [w for w, s in enumerate(read.sides) if side is None or s == side]
     if not chosen:
         raise ProfileUnavailable(f"no {marker!r} window of side {side!r} in the profile")
     return _build(read, chosen, name=name, iterations=iterations, top=top, max_stages=max_stages, logdir=logdir,
-                  host_tracer_level=host_tracer_level)
+                  host_tracer_level=host_tracer_level, max_device=max_device)
 
 
 def summarise_sides(space: Any, *, iterations: Mapping[str, int], top: int = 30, max_stages: int = 20,
                     deadline: float | None = None, marker: str = WINDOW_MARKER, logdir: str | None = None,
-                    host_tracer_level: int = 2) -> dict[str, Profile]:
+                    host_tracer_level: int = 2, max_device: int = 20) -> dict[str, Profile]:
     """One compact profile per side of a profile whose windows alternate between sides, read in one pass.
 
     Each window's marker carries a ``side`` stat (``Trace(marker, side=...)``);
     ``iterations`` gives each side's iterations per window.
     """
     read = _read_plane(space, marker=marker, deadline=deadline)
+    _read_devices(space, read, deadline=deadline)
     out = {}
     for side, n in iterations.items():
         chosen = [w for w, s in enumerate(read.sides) if s == side]
         if not chosen:
             raise ProfileUnavailable(f"no {marker!r} window of side {side!r} in the profile")
         out[side] = _build(read, chosen, name=side, iterations=n, top=top, max_stages=max_stages, logdir=logdir,
-                           host_tracer_level=host_tracer_level)
+                           host_tracer_level=host_tracer_level, max_device=max_device)
     return out
 
 
@@ -152,6 +180,7 @@ class _Read:
     # group -> per window: the op events with self time counted in it (how long one traced op took, on average:
     # see ``Group.per_event``)
     op_events: dict[str, list[int]] = field(default_factory=dict)
+    device_busy: list[float] | None = None  # ps per window the busiest GPU ran anything; None without GPU planes
 
 
 def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
@@ -266,6 +295,132 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
     return read
 
 
+def _read_devices(space: Any, read: _Read, *, deadline: float | None) -> None:
+    """Kernel time per window of each device group, and each window's busy time, from the GPU planes (if any)."""
+    planes = [p for p in space.planes if p.name.startswith(DEVICE_PLANE_PREFIX)]
+    if not planes:
+        return
+    k = len(read.windows)
+    starts = [start for start, _ in read.windows]
+    launches = _launch_starts(space)
+    busy = [0.0] * k
+    seen = 0
+    for plane in planes:
+        names = {mid: meta.name for mid, meta in plane.event_metadata.items()}
+        stat_names = {mid: meta.name for mid, meta in plane.stat_metadata.items()}
+        stat_ids = {n: mid for mid, n in stat_names.items()}
+        tf_op_stat = stat_ids.get("tf_op")
+        annotation_stat = stat_ids.get("kernel_annotation")  # older collectors: the annotation stack itself
+        correlation_stat = stat_ids.get("correlation_id")
+        groups: dict[tuple[str, str], tuple[str, str | None]] = {}  # (op name, event name) -> group, family
+        spans: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        for line in plane.lines:
+            if not line.name.startswith(STREAM_LINE_PREFIX):
+                continue  # derived lines (TensorFlow Ops, XLA Ops, Steps...) repeat the streams' time
+            base_ps = line.timestamp_ns * 1000
+            for event in line.events:
+                seen += 1
+                if deadline is not None and seen % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+                    raise ProfileUnavailable(f"reading the profile took longer than allowed ({seen} device events "
+                                             "read); profile fewer iterations")
+                duration = event.duration_ps
+                if duration <= 0:
+                    continue
+                start = base_ps + event.offset_ps
+                op_name = ""
+                correlation = None
+                for stat in event.stats:
+                    sid = stat.metadata_id
+                    if sid == tf_op_stat:
+                        op_name = stat.str_value or stat_names.get(stat.ref_value, "")
+                    elif sid == annotation_stat and not op_name:
+                        op_name = _innermost_op(stat.str_value or stat_names.get(stat.ref_value, ""))
+                    elif sid == correlation_stat:
+                        correlation = stat.uint64_value or stat.int64_value
+                at = launches.get(correlation, start) if correlation is not None else start
+                window = bisect.bisect_right(starts, at) - 1
+                if window < 0 or at >= read.windows[window][1]:
+                    continue
+                entry = groups.get((op_name, names.get(event.metadata_id, "")))
+                if entry is None:
+                    entry = groups[(op_name, names.get(event.metadata_id, ""))] = _device_entry(
+                        op_name, names.get(event.metadata_id, ""), read.kinds)
+                key, family = entry
+                read.self_time[key][window] += duration
+                if family is not None:
+                    read.families[key][window][family] += duration
+                spans[window].append((start, start + duration))
+        for w in range(k):
+            busy[w] = max(busy[w], float(_union(spans[w])))
+    read.device_busy = busy
+
+
+def _launch_starts(space: Any) -> dict[int, int]:
+    """Correlation id -> start (ps) of the driver call that launched it (``cuLaunchKernel``, ``cuMemcpy...``)."""
+    out: dict[int, int] = {}
+    for plane in space.planes:
+        if plane.name not in _LAUNCH_PLANES:
+            continue
+        correlation_stat = next((mid for mid, meta in plane.stat_metadata.items() if meta.name == "correlation_id"),
+                                None)
+        if correlation_stat is None:
+            continue
+        driver = {mid for mid, meta in plane.event_metadata.items() if meta.name.startswith("cu")}
+        for line in plane.lines:
+            base_ps = line.timestamp_ns * 1000
+            for event in line.events:
+                if event.metadata_id not in driver:
+                    continue
+                for stat in event.stats:
+                    if stat.metadata_id == correlation_stat:
+                        out[stat.uint64_value or stat.int64_value] = base_ps + event.offset_ps
+    return out
+
+
+def _innermost_op(annotation: str) -> str:
+    """The op of an annotation stack ``outer::inner#k=v#``: the innermost part that names an op."""
+    for part in reversed(annotation.split("::")):
+        name = part.split("#", 1)[0].strip()
+        if parse_op(name) is not None:
+            return name
+    return ""
+
+
+def _device_entry(op_name: str, event_name: str, kinds: dict[str, tuple[str, str]]) -> tuple[str, str | None]:
+    """(group, op family) of a device event: its op's layer scope, else its op family; a copy or a kernel that
+    names no op is a group of its own (a host-to-device copy that appears is worth naming as one)."""
+    op = parse_op(op_name) if op_name else None
+    if op is not None:
+        node, op_type = op
+        family = op_family(op_type)
+        scope = layer_scope(node)
+        if scope:
+            key = "device:layer:" + scope
+            _register(kinds, key, "device layer", scope.rsplit("/", 1)[-1] + " kernels")
+        else:
+            key = "device:op:" + family
+            _register(kinds, key, "device op", f"{family} kernels outside layers")
+        return key, family
+    if event_name.startswith(("Memcpy", "Memset")):
+        kind = event_name.split("(", 1)[0].split(" ", 1)[0]
+        return _register(kinds, "device:op:" + kind, "device op", f"{kind} with no TensorFlow op"), kind
+    return _register(kinds, _NO_OP_KEY, "device op", "kernels with no TensorFlow op"), None
+
+
+def _union(spans: list[tuple[int, int]]) -> int:
+    """Total length of the union of ``[start, end)`` spans (streams of one device overlap)."""
+    total = 0
+    reach = None
+    for start, end in sorted(spans):
+        if reach is None or start >= reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
 def _entry(event_name: str, tf_data: bool, read: _Read) -> tuple[int, str | None, str | None, bool, bool, bool]:
     """(how the event is grouped, its group, its op family, whether it counts as a stage's element, whether it
     is the consumer's get-next, whether it is a parallel transformation)."""
@@ -318,7 +473,7 @@ def _traced(event: Any, event_name: str, traced_stat: int | None, stat_names: di
 
 
 def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: int, max_stages: int,
-           logdir: str | None, host_tracer_level: int) -> Profile:
+           logdir: str | None, host_tracer_level: int, max_device: int = 20) -> Profile:
     """The profile of the ``chosen`` windows; a group with no time in them is absent, as in a pass of its own."""
     per_iteration = 1e-12 / iterations  # ps per window -> seconds per iteration
     k = len(chosen)
@@ -348,17 +503,25 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
                            per_event=op_time * 1e-12 / ops if ops else None))
     built.sort(key=lambda g: -g.mean)
     stages = [g for g in built if g.kind == "stage"][:max_stages]
-    rest = [g for g in built if g.kind != "stage"]
+    rest = [g for g in built if g.kind != "stage" and not g.on_device]
     kept = rest[:top]
     dropped = rest[top:] + [g for g in built if g.kind == "stage"][max_stages:]
     other = tuple(sum(g.per_window[w] for g in dropped) for w in range(k))
-    kept_all = sorted(kept + stages, key=lambda g: -g.mean)
+    # Device groups are kept apart, ``max_device`` of them, with their own "other": another path's time.
+    device = [g for g in built if g.on_device]
+    device_other: tuple[float, ...] = ()
+    device_busy: tuple[float, ...] = ()
+    if read.device_busy is not None:
+        device_other = tuple(sum(g.per_window[w] for g in device[max_device:]) for w in range(k))
+        device_busy = tuple(read.device_busy[w] * per_iteration for w in chosen)
+    kept_all = sorted(kept + stages + device[:max_device], key=lambda g: -g.mean)
     smallest = min((g.mean for g in kept), default=0.0) if dropped else 0.0
     wall = tuple((read.windows[w][1] - read.windows[w][0]) * per_iteration for w in chosen)
     calls = sum(read.get_next[w] for w in chosen)
     return Profile(name=name, iterations=iterations, wall=wall, groups=tuple(kept_all), other=other,
                    smallest_kept=smallest, input_wait=tuple(read.input_wait[w] * per_iteration for w in chosen),
-                   elements=calls / (k * iterations), host_tracer_level=host_tracer_level, logdir=logdir)
+                   elements=calls / (k * iterations), host_tracer_level=host_tracer_level, logdir=logdir,
+                   device_busy=device_busy, device_other=device_other)
 
 
 def _windows(plane: Any, names: dict[int, str], stat_names: dict[int, str],

@@ -68,7 +68,13 @@ class Explanation:
             return self.lines[0] if self.lines else ""
         causes = self.attribution.get("causes") or []
         if not causes:
-            return "no op or stage moved beyond its noise"
+            # On a GPU, the other path's groups (kernels of a host-bound step, launches of a device-bound one)
+            # may have moved while nothing on the step's path did: they are named, said to be off the path.
+            off_path = self.attribution.get("off_path") or []
+            if not off_path:
+                return "no op or stage moved beyond its noise"
+            top = off_path[0]
+            return f"{top['label']} {top['how']} {top['delta_ms']:+.2f} ms/iteration (not on the step's path)"
         top = causes[0]
         return f"{top['label']} {top['how']} {top['delta_ms']:+.2f} ms/iteration"
 
@@ -288,13 +294,22 @@ def regressed_tf_memory(verdict: Any) -> Any:
     return None
 
 
+def tf_allocator_device(metric: str) -> str | None:
+    """``peak_tf_allocator[GPU:0]`` -> ``GPU:0``: the device whose allocator the profile is read for."""
+    if not metric.startswith(TF_ALLOCATOR_METRIC) or not metric.endswith("]"):
+        return None
+    return metric[len(TF_ALLOCATOR_METRIC):-1] or None
+
+
 def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | None, measured_bytes: float,
                    why_not: str | None = None, *, stored: Mapping[str, Any] | None = None,
-                   sides: tuple[str, str] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+                   sides: tuple[str, str] | None = None,
+                   device: str | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
     """Read the allocations of both sides' raw profiles (or the baseline's from ``stored``, a stored profile's
     ``"memory"``) and split ``measured_bytes`` (the added peak's change) over the ops that moved: (lines, the
     JSON form), or one line saying why not. ``sides`` names the base's and the current's windows when both
-    logdirs are one profile whose sides alternate (``explain_pair``'s ``pair`` folder)."""
+    logdirs are one profile whose sides alternate (``explain_pair``'s ``pair`` folder). ``device`` (``GPU:0``)
+    reads that device's allocator in the raw profiles (``profiling.memory.device_allocator``)."""
     from pytest_tfperf.profiling.memory import (
         MemoryFormatError, attribute_memory, memory_dict, memory_from_dict, memory_from_logdir,
     )
@@ -312,12 +327,16 @@ def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | 
             return none(f"the baseline's memory profile cannot be read ({exc}); refresh it with --tfperf-update "
                         "--tfperf-explain")
     else:
-        base, why = memory_from_logdir(base_logdir, side=sides[0] if sides else None)  # type: ignore[arg-type]
+        base, why = memory_from_logdir(base_logdir, side=sides[0] if sides else None,  # type: ignore[arg-type]
+                                       device=device)
     if base is None:
         return none(f"the baseline side's profile: {why}")
-    current, why = memory_from_logdir(current_logdir, side=sides[1] if sides else None)
+    current, why = memory_from_logdir(current_logdir, side=sides[1] if sides else None, device=device)
     if current is None:
         return none(f"the current side's profile: {why}")
+    if base.allocator and current.allocator and base.allocator != current.allocator:
+        return none(f"the baseline's allocations are {base.allocator}'s, the current side's {current.allocator}'s "
+                    "(another device's allocator); refresh the baseline with --tfperf-update --tfperf-explain")
     try:
         att = attribute_memory(base, current, measured_bytes)
     except ValueError as exc:

@@ -220,12 +220,14 @@ class TfPerfSession:
         ops that moved. A stored baseline's side is the allocations its refresh stored (``_store_memory``)."""
         from pytest_tfperf.session.explain import (
             explain_memory, explain_pair, explain_stored, profile_dir, regressed_tf_memory, rounds_seconds,
+            tf_allocator_device,
             with_memory,
         )
 
         metric = regressed_tf_memory(o.verdict)
         if metric is None:
             return
+        device = tf_allocator_device(metric.metric)  # the allocator of the device whose peak regressed
         test_id = o.measurement.test_id
         change = float(metric.current_value - metric.baseline_value)
         time = o.explanation
@@ -246,10 +248,10 @@ class TfPerfSession:
             why = (time_alone if time is None else time).reason
             pair = profile_dir(self.rootdir, test_id, "pair")
             if not against and pair.exists():  # both sides in one profile, their windows alternating
-                memory = explain_memory(pair, pair, change, why, sides=(base_side, current_side))
+                memory = explain_memory(pair, pair, change, why, sides=(base_side, current_side), device=device)
             else:
                 memory = explain_memory(profile_dir(self.rootdir, test_id, base_side),
-                                        profile_dir(self.rootdir, test_id, current_side), change, why)
+                                        profile_dir(self.rootdir, test_id, current_side), change, why, device=device)
         elif o.stored is not None and isinstance(stored, dict):
             if time is None:  # the throughput passed: the current side is profiled for the memory alone
                 baseline = o.stored[0]
@@ -260,7 +262,8 @@ class TfPerfSession:
                                             rounds_s=rounds_seconds(o.measurement.timings))
             why = (time_alone if time is None else time).reason
             memory = explain_memory(o.stored_profile.get("logdir") or None,  # type: ignore[union-attr]
-                                    profile_dir(self.rootdir, test_id, "current"), change, why, stored=stored)
+                                    profile_dir(self.rootdir, test_id, "current"), change, why, stored=stored,
+                                    device=device)
         else:
             memory = explain_memory(None, None, change, "the stored baseline keeps no allocations by op; refresh "
                                     "it with --tfperf-update --tfperf-explain")
