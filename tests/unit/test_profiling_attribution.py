@@ -390,6 +390,10 @@ def test_short_ops_traced_as_far_fewer_events_on_one_side_are_not_ranked() -> No
     # widened, it was traced as twice the events (more ops crossed the cost threshold): compared, and named
     att = attribute(profile(lstm(1.45, 5.1), other), profile(lstm(20.9, 37.5), other), 19.0 * MS)
     assert [c.key for c in att.causes] == ["layer:m/lstm"]
+    # widened with few iterations a window: 22 events of 18 us, then 366 of 42 us (its ops grew past the threshold):
+    # the side of more events is not the one of short events, so it is compared, and named
+    att = attribute(profile(lstm(0.39, 17.7), other), profile(lstm(15.5, 42.2), other), 15.0 * MS)
+    assert [c.key for c in att.causes] == ["layer:m/lstm"]
 
 
 def test_a_group_below_the_baselines_cut_off_is_hidden_up_to_that_cut_off_times_the_common_factor() -> None:
