@@ -86,6 +86,7 @@ SHORT_EVENT_S = 20e-6
 # was traced as up to 2x the events of its baseline in the same process (more of its ops crossed the cost
 # threshold), so the ratio that says "traced differently" is well above that.
 TRACED_COUNT_RATIO = 4.0
+WHOLE_EVENTS_TOLERANCE = 1e-3
 OP_KINDS = ("layer", "op", "tf.data work")
 HOST_OP_KINDS = ("layer", "op")
 DEVICE_OP_KINDS = ("device layer", "device op")
@@ -580,6 +581,10 @@ def _traced_in_part(b: Group | None, c: Group | None) -> bool:
     # The side traced as more events must be the one of short events: ops that grew cross the cost threshold and
     # are traced as more events too (an LSTM widened 5x: 22 events of 18 us an iteration, then 366 of 42 us).
     many, few = (b, c) if b.mean / b.per_event > c.mean / c.per_event else (c, b)
+    # ...and code that runs more ops (64 eager Identity ops a row instead of one) has them all traced: a whole
+    # number of events every iteration. A fraction says TensorFlow traced some of them and not others.
+    if many.events is not None and abs(many.events - round(many.events)) < WHOLE_EVENTS_TOLERANCE:
+        return False
     return many.per_event < SHORT_EVENT_S and many.per_event <= few.per_event \
         and many.mean / many.per_event > TRACED_COUNT_RATIO * (few.mean / few.per_event)
 

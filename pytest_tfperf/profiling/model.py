@@ -57,6 +57,9 @@ class Group:
     # while its executor's cost model deems it expensive, so ops of a few microseconds are traced in some windows
     # and processes and not in others (attribution.SHORT_EVENT_S). Optional in the stored form: older profiles lack it.
     per_event: float | None = None
+    # Op groups: traced op events an iteration (their count over the iterations profiled). A whole number when every
+    # op of the group was traced on every iteration; a fraction when TensorFlow traced some and not others.
+    events: float | None = None
 
     @property
     def mean(self) -> float:
@@ -195,6 +198,8 @@ def _group_dict(group: Group) -> dict[str, Any]:
         out["parallel"] = group.parallel
     if group.per_event is not None:
         out["per_event"] = round(group.per_event * 1e6, 2)
+    if group.events is not None:
+        out["events"] = round(group.events, 4)
     return out
 
 
@@ -208,8 +213,10 @@ def _group_from(data: Mapping[str, Any], windows: int) -> Group:
     per_element = data.get("per_element")
     parallel = data.get("parallel")
     per_event = data.get("per_event")
+    events = data.get("events")
     return Group(key=str(data["key"]), kind=kind, label=str(data["label"]),
                  families=tuple(str(f) for f in data.get("families", ())), per_window=per_window,
                  per_element=None if per_element is None else float(per_element) / 1e6,
                  parallel=None if parallel is None else bool(parallel),
-                 per_event=None if per_event is None else float(per_event) / 1e6)
+                 per_event=None if per_event is None else float(per_event) / 1e6,
+                 events=None if events is None else float(events))

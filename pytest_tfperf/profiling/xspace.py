@@ -500,7 +500,8 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
         op_time = sum(mine)
         built.append(Group(key=key, kind=kind, label=label, families=fams, per_window=per_window,
                            per_element=per_element, parallel=parallel,
-                           per_event=op_time * 1e-12 / ops if ops else None))
+                           per_event=op_time * 1e-12 / ops if ops else None,
+                           events=ops / (iterations * k) if ops else None))
     built.sort(key=lambda g: -g.mean)
     stages = [g for g in built if g.kind == "stage"][:max_stages]
     rest = [g for g in built if g.kind != "stage" and not g.on_device]

@@ -382,11 +382,20 @@ def test_a_longer_wait_with_nothing_moved_in_the_pipeline_is_the_pipeline_slower
 
 def test_short_ops_traced_as_far_fewer_events_on_one_side_are_not_ranked() -> None:
     # The same LSTM layer: 414 events of 5 us an iteration in one process, 7 of 66 us in another
-    def lstm(ms: float, per_event_us: float) -> Group:
+    def lstm(ms: float, per_event_us: float, events: float | None = None) -> Group:
         return Group(key="layer:m/lstm", kind="layer", label="lstm", families=("MatMul",),
-                     per_window=(ms * MS,) * 5, per_event=per_event_us * 1e-6)
+                     per_window=(ms * MS,) * 5, per_event=per_event_us * 1e-6, events=events)
     other = group("layer:m/dense", STEADY)
     assert attribute(profile(lstm(2.07, 5.0), other), profile(lstm(0.46, 65.7), other), 0.0).nothing_moved
+    assert attribute(profile(lstm(2.07, 5.0, 414.2), other), profile(lstm(0.46, 65.7, 7.0), other), 0.0).nothing_moved
+    # 64 eager Identity ops a row against one (the catalog's host_to_device): a whole 64 events every iteration,
+    # all of them traced, so the group is compared, and named
+    def identity(us: float, per_event_us: float, events: float) -> Group:
+        return Group(key="op:Identity", kind="op", label="Identity outside layers", families=("Identity",),
+                     per_window=(us * 1e-6,) * 5, per_event=per_event_us * 1e-6, events=events)
+    att = attribute(profile(identity(3.4, 3.4, 1.0), wall=(0.1,) * 5),
+                    profile(identity(185.4, 2.9, 64.0), wall=(0.8,) * 5), 0.7 * MS)
+    assert [c.key for c in att.causes] == ["op:Identity"]
     # widened, it was traced as twice the events (more ops crossed the cost threshold): compared, and named
     att = attribute(profile(lstm(1.45, 5.1), other), profile(lstm(20.9, 37.5), other), 19.0 * MS)
     assert [c.key for c in att.causes] == ["layer:m/lstm"]

@@ -14,7 +14,7 @@ def make_profile(groups: int = 3, windows: int = 5) -> Profile:
         Group(key=f"layer:model/layer_{chr(97 + i)}", kind="layer", label=f"layer_{chr(97 + i)}",
               families=("Conv2D", "BiasAdd"), per_window=tuple(1e-3 * (i + 1) + 1e-6 * w for w in range(windows)))
         for i in range(groups))
-    built = (Group(**{**{f: getattr(built[0], f) for f in Group.__slots__}, "per_event": 12.5e-6}),) + built[1:]
+    built = (Group(**{**{f: getattr(built[0], f) for f in Group.__slots__}, "per_event": 12.5e-6, "events": 64.0}),) + built[1:]
     stage = Group(key="stage:Prefetch/Map", kind="stage", label="Prefetch/Map", families=(),
                   per_window=(2e-3,) * windows, per_element=5e-4, parallel=True)
     return Profile(name="t", iterations=10, wall=(0.01,) * windows, groups=built + (stage,),
@@ -32,6 +32,7 @@ def test_round_trip_through_json_keeps_every_field_to_the_stored_precision() -> 
         assert a.per_window == pytest.approx(b.per_window, abs=1e-7)
     assert again.group("stage:Prefetch/Map").per_element == pytest.approx(5e-4)
     assert again.groups[0].per_event == pytest.approx(12.5e-6) and again.groups[1].per_event is None
+    assert again.groups[0].events == 64.0 and again.groups[1].events is None
     assert again.stages()[0].describe() == "Prefetch/Map (tf.data stage, parallel)"
     assert again.groups[0].describe() == "layer_a (Conv2D family)"
 
@@ -40,6 +41,7 @@ def test_a_profile_stored_before_per_event_was_recorded_still_reads() -> None:
     stored = make_profile().to_dict()
     for g in stored["groups"]:
         g.pop("per_event", None)
+        g.pop("events", None)
     assert all(g.per_event is None for g in Profile.from_dict(stored).groups)
 
 

@@ -124,6 +124,7 @@ def test_self_time_per_iteration_per_window_groups_a_layer_across_its_op_types()
     assert profile.group("op:MatMul").per_window == pytest.approx((50e-6,) * 3)
     # how long one traced op took: the forward (100 us) and the gradient (200 us) events, on average
     assert layer.per_event == pytest.approx(150e-6) and profile.group("op:MatMul").per_event == pytest.approx(50e-6)
+    assert layer.events == 2.0 and profile.group("op:MatMul").events == 1.0  # traced op events an iteration
     assert profile.wall == pytest.approx((500e-6,) * 3)  # a 1000 us window of 2 iterations
     assert profile.windows == 3 and profile.elements == 0.0
     assert profile.groups[0].key == "layer:functional/planted_conv"  # largest first
