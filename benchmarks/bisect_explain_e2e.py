@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,7 +39,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 import validation_study  # noqa: E402
-from bisect_validation import COMMITS, ROWS_20, git  # noqa: E402
+from bisect_validation import COMMITS, ROWS_20, git, run_bisect  # noqa: E402
 
 from pytest_tfperf.storage.atomic_files import atomic_write_text  # noqa: E402
 
@@ -97,16 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tfperf-bisect-explain-") as tmp:
         repo = Path(tmp) / "repo"
         shas = make_repo(repo, at, args.plant)
-        out = Path(tmp) / "bisect.json"
-        cmd = [sys.executable, "-m", "pytest_tfperf.cli.bisect", "--json", str(out), shas[0], shas[-1], "--",
-               f"--tfperf-budget={args.budget:g}", "test_bisect.py"]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-               "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
-        load_before = os.getloadavg()[0]
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        doc = json.loads(out.read_text()) if out.exists() else None
+        proc, wall, load_before, doc = run_bisect(repo, shas, args.budget)
     print(proc.stdout + proc.stderr[-3000:])
     explanation = (doc or {}).get("explanation") or {}
     lines = [ln for t in explanation.get("tests", []) for ln in t["lines"]]

@@ -113,24 +113,31 @@ def make_repo(path: Path, steps: dict[int, int]) -> list[str]:
     return shas
 
 
+def run_bisect(repo: Path, shas: list[str], budget: float,
+               *flags: str) -> tuple[subprocess.CompletedProcess[str], float, float, dict[str, Any] | None]:
+    """``tfperf-bisect`` from the first to the last commit of ``repo``, as a user runs it: the process, its wall
+    time, the 1-minute load before it, and its JSON (None when it wrote none)."""
+    out = repo.parent / "bisect.json"
+    cmd = [sys.executable, "-m", "pytest_tfperf.cli.bisect", *flags, "--json", str(out), shas[0], shas[-1], "--",
+           f"--tfperf-budget={budget:g}", "test_bisect.py"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+    load_before = os.getloadavg()[0]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    return proc, wall, load_before, json.loads(out.read_text()) if out.exists() else None
+
+
 def run_trial(condition: str, number: int, seed: int, budget: float) -> dict[str, Any]:
     rng = random.Random(f"{seed}-{condition}-{number}")
     planted, steps = plant(condition, rng)
     with tempfile.TemporaryDirectory(prefix="tfperf-bisect-bench-") as tmp:
         repo = Path(tmp) / "repo"
         shas = make_repo(repo, steps)
-        out = Path(tmp) / "bisect.json"
         # --no-explain: these figures are the search's (its steps and time, as stored in results/); the explained
         # step after it is validated and timed on its own (benchmarks/bisect_explain_e2e.py).
-        cmd = [sys.executable, "-m", "pytest_tfperf.cli.bisect", "--no-explain", "--json", str(out), shas[0], shas[-1], "--",
-               f"--tfperf-budget={budget:g}", "test_bisect.py"]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-               "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
-        load_before = os.getloadavg()[0]
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        doc = json.loads(out.read_text()) if out.exists() else None
+        proc, wall, load_before, doc = run_bisect(repo, shas, budget, "--no-explain")
     row: dict[str, Any] = {"condition": condition, "trial": number, "planted": planted, "exit": proc.returncode,
                            "wall_s": round(wall, 1), "load_1min_before": round(load_before, 2),
                            "load_1min_after": round(os.getloadavg()[0], 2)}
