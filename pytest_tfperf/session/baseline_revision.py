@@ -226,8 +226,8 @@ def _fetch(g: _Git, fetched: list[str], args: Sequence[str]) -> str:
     if g.out("remote", "get-url", REMOTE) is None:
         return f"there is no remote named {REMOTE} to fetch it from"
     done = g.run("fetch", "--quiet", *args, timeout_s=FETCH_TIMEOUT_S)
-    fetched.append("git fetch " + " ".join(args))
     if done.returncode == 0:
+        fetched.append("git fetch " + " ".join(args))  # said in the header: what this run changed in the checkout
         return ""
     lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
     return f"git fetch failed: {lines[-1] if lines else f'exit status {done.returncode}'}"

@@ -151,6 +151,7 @@ def test_gitlab_s_diff_base_is_used_where_the_target_branch_cannot_be_had(origin
     found = find_baseline_revision(repo, env)
     assert found.commit == origin.fork
     assert "CI_MERGE_REQUEST_DIFF_BASE_SHA" in found.describe()
+    assert found.fetched == (f"git fetch --no-tags --depth=1 origin {origin.fork}",)  # not the fetch that failed
 
 
 def test_a_developer_s_branch_is_judged_against_its_upstream_else_origin_main(origin: Origin, tmp_path: Path) -> None:
