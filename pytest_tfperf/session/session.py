@@ -159,6 +159,8 @@ class TfPerfSession:
         explained: a compare() variant against a profiled pass of its reference, a stored regression against
         the baseline's profile. A passing test is never profiled. The verdict stands whatever happens here.
         """
+        if not self.config.update and not any(o.failed for o in outcomes.values()):
+            return  # a passing test: nothing to profile, nothing to import (a partner waits for its release)
         from pytest_tfperf.profiling.capture import NOT_LOADED
         from pytest_tfperf.session.explain import (
             baseline_commit, explain_pair, explain_stored, profile_dir, profile_side, rounds_seconds,
@@ -208,6 +210,8 @@ class TfPerfSession:
     def _store_memory(self, measured: dict[str, Measurement]) -> None:
         """A refresh under --tfperf-explain: the baseline's allocations by op join its stored profile (``"memory"``,
         a few hundred bytes), so a stored TF-allocator regression can be explained later."""
+        if not self.profiles:
+            return
         from pytest_tfperf.session.explain import profile_dir, stored_memory
 
         for m in measured.values():
