@@ -16,6 +16,7 @@ No TensorFlow here, and nothing that knows what is being run.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import select
@@ -54,7 +55,7 @@ def in_thread(fn: Callable[[], T], timeout_s: float, what: str) -> tuple[T | Non
 
 
 def can_fork() -> bool:
-    return hasattr(os, "fork")
+    return hasattr(os, "fork") and hasattr(select, "poll")
 
 
 def in_child(fn: Callable[[], T], timeout_s: float, what: str, *,
@@ -89,10 +90,13 @@ def in_child(fn: Callable[[], T], timeout_s: float, what: str, *,
     os.close(write_fd)
     deadline = clock() + max(0.0, timeout_s)
     chunks: list[bytes] = []
+    # poll, not select: a TensorFlow process may hold more than select's 1024 descriptors
+    poller = select.poll()
+    poller.register(read_fd, select.POLLIN | select.POLLHUP)
     try:
         while True:
             left = deadline - clock()
-            ready = select.select([read_fd], [], [], left)[0] if left > 0 else []
+            ready = poller.poll(max(1, math.ceil(left * 1000))) if left > 0 else []
             if not ready:
                 _kill(pid)
                 pid = 0
