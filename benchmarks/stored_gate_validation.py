@@ -94,12 +94,23 @@ def _suites(tests: Sequence[str], size: int) -> list[list[str]]:
     return [unchanged[i:i + size] for i in range(0, len(unchanged) - size + 1, size)]
 
 
-def judge_fixed(summary: dict[str, Any], suite_size: int, n_base: int = DEFAULT_RUNS) -> list[dict[str, Any]]:
+def judge_fixed(summary: dict[str, Any], suite_size: int, n_base: int = DEFAULT_RUNS, *, step: int | None = None,
+                calibrated: bool = True, calibration_kept: int = 0) -> list[dict[str, Any]]:
+    """Every verdict of refreshes of ``n_base`` consecutive processes, each judged by every later process.
+
+    ``step``: how far apart refreshes start (``n_base``, the default: non-overlapping blocks; 1: every window
+    of ``n_base`` consecutive processes, a refresh taken at any moment). ``calibrated=False`` judges as if no
+    calibration baseline existed (baselines older than it, a suite that never loads TensorFlow).
+    ``calibration_kept``: the calibration baseline keeps that many runs in all, this refresh's and the newest of
+    the processes before it (earlier refreshes' runs, as ``BaselineStore.save`` keeps them).
+    """
     processes = summary["processes"]
     rows = []
-    for start in range(0, len(processes) - n_base, n_base):
+    for start in range(0, len(processes) - n_base, step or n_base):
         window = processes[start:start + n_base]
-        calibration = [w["tests"][CALIBRATION]["throughput_per_s"] for w in window if CALIBRATION in w["tests"]]
+        earlier = processes[max(0, start - max(0, calibration_kept - n_base)):start] if calibration_kept else []
+        calibration = [w["tests"][CALIBRATION]["throughput_per_s"] for w in [*earlier, *window]
+                       if CALIBRATION in w["tests"] and calibrated]
         for suite in _suites(list(window[-1]["tests"]), suite_size):
             spreads = [(log_spread([w["tests"][t]["throughput_per_s"] for w in window if t in w["tests"]]),
                         float(n_base - 1)) for t in suite]

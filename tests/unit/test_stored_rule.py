@@ -111,7 +111,7 @@ def test_a_suite_of_one_test_is_floored_by_the_calibration_workload_with_its_deg
 
 def test_without_a_calibration_the_suite_floors_a_test_given_enough_tests() -> None:
     few = [(0.2, 6.0)] * (stored_rule.MIN_TESTS_FOR_MACHINE - 1)
-    assert stored_rule.machine_floor(few).source == ""
+    assert stored_rule.machine_floor(few).source == "assumed"
     many = [(0.05 * i, 6.0) for i in range(1, 9)]
     suite = stored_rule.machine_floor(many)
     assert suite.source == "suite" and suite.sd == pytest.approx(0.3)
