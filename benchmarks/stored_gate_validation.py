@@ -2,7 +2,9 @@
 
 What users do: refresh once (``pytest --tfperf --tfperf-update``, 7 processes) and let CI judge against that
 baseline for weeks. So each block of 7 consecutive processes of a collection is taken as one refresh, and
-every process collected after it is judged against it, through the plugin's own ``gates.stored.judge``:
+every process collected after it is judged against it, through the plugin's own ``gates.stored.judge``. The
+calibration baseline keeps the runs of earlier refreshes (``--calibration-kept``, 30 by default, as
+``BaselineStore.save`` keeps them): here, the newest of the processes before the refresh.
 
 * ``--suite 1``: each test judged as if it were the whole suite: the machine's floor is the calibration
   workload's alone (``pytest_tfperf.measuring.calibration``, the computation of ``test_work[x1]``, measured in every
@@ -58,6 +60,7 @@ from stored_gate_study import (  # noqa: E402
 )
 
 from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
+from pytest_tfperf.storage.runs import CALIBRATION_RUNS_KEPT  # noqa: E402
 from pytest_tfperf.stats import wilson_interval  # noqa: E402
 from pytest_tfperf.gates.stored_rule import log_spread, machine_floor  # noqa: E402
 
@@ -232,7 +235,8 @@ def markdown(s: dict[str, Any], data: str, corr: dict[str, Any]) -> str:
     lim = s["aa_limits"]
     lines = [f"### `{data}`, suites of {s['suite_size']} test(s)", "",
              f"{s['processes']} processes; {s['refreshes']} refreshes of 7 processes, each judged by every later "
-             "process; confirmations: " + ", ".join(f"{v} by {k}" for k, v in s["aa_confirmed_by"].items() if v)
+             f"process; the calibration's runs: {s.get('calibration_kept', 7)} at most (this refresh's and the "
+             "processes' before it); confirmations: " + ", ".join(f"{v} by {k}" for k, v in s["aa_confirmed_by"].items() if v)
              + ".", "", "| what | result |", "|---|---|",
              f"| A/A throughput false alarms | {rate(s['aa_false_alarms'])} |",
              f"| A/A tests failed for any reason | {rate(s['aa_any_failure'])} |",
@@ -258,6 +262,10 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, help="a collect.py directory: write its compact data to --data first")
     parser.add_argument("--data", default="stored_gate_runs.json", help="compact data in benchmarks/results/")
     parser.add_argument("--suite", type=int, nargs="+", default=[1, 3, 25])
+    parser.add_argument("--calibration-kept", type=int, default=CALIBRATION_RUNS_KEPT,
+                        help="runs the calibration baseline keeps, this refresh's and the processes' before it "
+                             f"(default {CALIBRATION_RUNS_KEPT}, as BaselineStore.save keeps earlier refreshes'; "
+                             "7: this refresh's only, the first refresh on a machine)")
     args = parser.parse_args()
     path = RESULTS / args.data
     if args.runs is not None:
@@ -265,9 +273,10 @@ def main() -> int:
     summary = json.loads(path.read_text())
     corr = correlation(summary)
     for size in args.suite:
-        rows = judge_fixed(summary, size)
+        rows = judge_fixed(summary, size, calibration_kept=args.calibration_kept)
         result = summarise(rows, summary, size)
         result["correlation"] = corr
+        result["calibration_kept"] = args.calibration_kept
         name = f"stored_gate_validation_{Path(args.data).stem}_{size}"
         (RESULTS / f"{name}.json").write_text(json.dumps({"summary": result}, indent=1, sort_keys=True,
                                                          default=str) + "\n")
