@@ -117,7 +117,8 @@ def judge_fixed(summary: dict[str, Any], suite_size: int, n_base: int = DEFAULT_
         for suite in _suites(list(window[-1]["tests"]), suite_size):
             spreads = [(log_spread([w["tests"][t]["throughput_per_s"] for w in window if t in w["tests"]]),
                         float(n_base - 1)) for t in suite]
-            floor = machine_floor(spreads, calibration)
+            # Earlier processes stand for earlier refreshes of the calibration (as BaselineStore.save keeps them).
+            floor = machine_floor(spreads, calibration, refreshes=1 + bool(earlier))
             judged = list(suite) + ([*PLANTED] if CALIBRATION in suite or suite_size >= 25 else [])
             for p in range(start + n_base, len(processes)):
                 proc = processes[p]

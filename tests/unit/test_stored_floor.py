@@ -110,3 +110,27 @@ def test_a_small_suite_without_a_calibration_gets_an_assumed_floor() -> None:
     # Four tests (fewer than the suite floor needs) are floored the same way.
     assert stored_rule.machine_floor([(0.01, 6.0)] * 4).source == "assumed"
     assert math.isclose(stored_rule.machine_floor([(0.01, 6.0)] * 5).sd, 0.01)
+
+
+def test_a_first_refresh_assumes_its_processes_shared_a_spell_until_the_calibration_spans_refreshes(
+        tmp_path: Path) -> None:
+    # The machine's first refresh: the calibration's 7 runs are all there is, taken back to back in one spell
+    # (4% apart, as the design collection's quietest window). Unchanged code then ran 6.7 of those spreads
+    # slower in two processes in a row (the design collection's case: 25-41% slower after a 4% window).
+    store = BaselineStore(tmp_path)
+    spell = [math.exp(0.04 * z) * 1000.0 for z in (0.0, 1.2, -1.2, 0.6, -0.6, 1.5, -1.5)]
+    refresh(store, CALIBRATION_ID, spell, WHEN)
+    first = machine_floor_of(store.baselines_for(ENV))
+    assert first.source == "calibration" and getattr(first, "refreshes", 1) == 1
+    sd = stored_rule.log_spread(spell)
+    slower = 1000.0 * math.exp(-6.7 * sd)
+    base = BaselineRuns(quiet_runs().runs, machine=first)
+    assert final_throughput(base, slower, slower) is not Status.REGRESSED
+    assert final_throughput(base, 1000.0 / 3, 1000.0 / 3) is Status.REGRESSED  # a gross change still fails
+    # Once a later refresh adds its runs, their spread spans spells and none is assumed: the same quiet
+    # refresh again gives a floor of 14 runs, and the bound narrows.
+    refresh(store, CALIBRATION_ID, spell, WHEN + timedelta(days=2))
+    later = machine_floor_of(store.baselines_for(ENV))
+    assert later.refreshes == 2
+    narrow = BaselineRuns(quiet_runs().runs, machine=later)
+    assert final_throughput(narrow, slower, slower) is Status.REGRESSED

@@ -118,7 +118,10 @@ def test_without_a_calibration_the_suite_floors_a_test_given_enough_tests() -> N
     # The calibration, where the refresh measured it, is the floor whatever the suite's size.
     assert stored_rule.machine_floor(many, [1000.0, 1001.0, 999.0]).source == "calibration"
     own = stored_rule.run_spread([0.0, 0.5, 1.0])
-    assert stored_rule.floored(own, suite) is own  # a test noisier than the floor keeps its own spread
+    kept = stored_rule.floored(own, suite)  # a test noisier than the floor keeps its own spread
+    assert (kept.sd, kept.df) == (own.sd, own.df)
+    # Every spread behind that bound comes from one refresh: its shared spell is assumed.
+    assert kept.shared == stored_rule.REFRESH_CORRELATION
 
 
 def test_unchanged_run_inside_the_bound_is_unchanged_and_states_its_limit() -> None:
