@@ -27,8 +27,11 @@ run falls outside the interval in which a new process's figure is expected:
   mean; its efficiency is ``2 (k-1) / (3k-4)`` of a plain variance, and the
   degrees of freedom are counted at that rate).
 * Spread floor: never less than the machine's (``machine_floor``: the
-  calibration workload's spread over the refresh's processes), with the
-  floor's degrees of freedom when it applies.
+  calibration workload's spread over its runs, this refresh's and the earlier
+  refreshes' its baseline keeps), with the floor's degrees of freedom when it
+  applies. Where every spread behind the bound comes from one refresh, the
+  refresh's processes are assumed to share a spell of the machine
+  (``REFRESH_CORRELATION``), which widens the bound.
 * Bound: ``level - k * s`` with ``k = bound_factor(df, n, (1 - 0.99)**2)``:
   unchanged code puts a run *and* its confirmation below it with probability
   1e-4, integrated over the baseline's shared sampling error and a correlation
@@ -69,7 +72,8 @@ Memory uses the same bound on bytes (peaks are not multiplicative): the band
 is the largest of the configured tolerance (2% / 1 MiB for the TF allocator,
 10% / 16 MiB for RSS and NVML), 1.5 times the round-to-round spread, and the
 bound's half-width over the baseline's runs; a regression, too, must be seen
-again in the fresh process. Traces stay exact counts.
+again in the fresh process. Traces stay counts (``gates.traces``), confirmed
+in the fresh process too.
 """
 
 from __future__ import annotations
