@@ -61,7 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--tfperf-strict", action="store_true", default=False,
                     help="fail tests that have no baseline for this environment")
     group.addoption("--tfperf-tolerance", metavar="PCT", type=fraction, default=None,
-                    help="throughput slowdown the gate must catch, e.g. 10%% (default 10%%)")
+                    help="throughput slowdown the gate must catch, 10%% or 0.1 (default: ini tfperf_tolerance "
+                         "or 10%%)")
     group.addoption("--tfperf-runs", metavar="N", type=positive_int, default=None,
                     help="with --tfperf-update: measure each test in N processes, so the baseline knows this "
                          f"machine's spread between processes (default: ini tfperf_runs or {DEFAULT_RUNS})")
@@ -83,7 +84,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: ini tfperf_explain or false); with --tfperf-update, store each test's "
                          "compact profile in its baseline")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
-                    help="longest an iteration may run before it fails as stalled (default 300)")
+                    help="longest an iteration may run before it fails as stalled (default 300; per test: marker "
+                         "stall_timeout_s)")
     group.addoption("--tfperf-no-watchdog", action="store_true", default=False,
                     help="run workloads on the test's own thread, without stall detection")
     parser.addini("tfperf_baseline_dir", "directory of tfperf baselines", default=DEFAULT_BASELINE_DIR)
@@ -94,6 +96,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_explain", "explain throughput regressions from a profiled pass of each side",
                   type="bool", default=False)
     parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
+    parser.addini("tfperf_tolerance", "throughput slowdown the gate must catch, 10% or 0.1 (default 10%)",
+                  default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -278,7 +282,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         calibrate=(opt("--tfperf-update") and not quiet) or child_json is not None,
         update_improved_only=opt("--tfperf-update-improved"),
         strict=opt("--tfperf-strict"),
-        tolerance=opt("--tfperf-tolerance"),
+        tolerance=opt("--tfperf-tolerance") or _ini_tolerance(config),
         stall_ceiling_s=stall if stall is not None else 300.0,
         watchdog=not opt("--tfperf-no-watchdog"),
         throughput_gate=throughput_gate,
@@ -296,6 +300,13 @@ def _ini_number(config: pytest.Config, name: str, parse):  # type: ignore[no-unt
         return parse(raw)
     except Exception as exc:  # argparse.ArgumentTypeError
         raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
+
+
+def _ini_tolerance(config: pytest.Config) -> float | None:
+    """ini tfperf_tolerance, in the option's syntax (``10%`` or ``0.1``); unset: the comparison's default."""
+    if not str(config.getini("tfperf_tolerance")).strip():
+        return None
+    return float(_ini_number(config, "tfperf_tolerance", fraction))
 
 
 def _parallel_workers(config: pytest.Config) -> bool:
