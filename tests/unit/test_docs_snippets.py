@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 USER_PAGES = [ROOT / "README.md", ROOT / "docs" / "tutorial.md", *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
 REFERENCE = ROOT / "docs" / "reference" / "options.md"
 # The newcomer's path to a red pull-request gate: the README, the tutorial, and the CI how-to up to the
-# pull-request gate's end (the nightly gate, bisect and sharding come later, when needed).
+# pull-request gate's set-up (how auto finds the base version, the nightly gate, bisect and sharding come later).
 NEWCOMER_PATH = [(ROOT / "README.md", None), (ROOT / "docs" / "tutorial.md", None),
-                 (ROOT / "docs" / "how-to" / "ci.md", "## The nightly stored gate")]
+                 (ROOT / "docs" / "how-to" / "ci.md", "## How `auto` finds")]
 NEWCOMER_LINES = 350
 FENCE = re.compile(r"^```(\w*)\s*$")
 MARK = re.compile(r"^<!--\s*(fragment|file:\s*(\S+))\s*-->$")
