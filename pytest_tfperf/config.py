@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +99,7 @@ MARKER_FIELDS: dict[str, str] = {
     "budget_s": "seconds of steady-state measurement for this test",
     "rounds": "number of timed rounds",
     "warmup_s": "extra warm-up seconds after the first call",
-    "tolerance": "throughput slowdown the baseline gate must catch (fraction, e.g. 0.1)",
+    "tolerance": "throughput slowdown the baseline gate must catch ('10%' or 0.1)",
     "max_peak_tf_bytes": "budget: TF allocator peak on any device",
     "max_peak_rss_bytes": "budget: process RSS high-water mark",
     "max_peak_device_bytes": "budget: GPU memory used (NVML)",
@@ -111,7 +112,7 @@ MARKER_FIELDS: dict[str, str] = {
     "watchdog": "fail a stalled iteration instead of hanging (default True)",
     "stall_multiple": "stall deadline as a multiple of the typical iteration",
     "stall_floor_s": "shortest stall deadline",
-    "stall_ceiling_s": "longest stall deadline (and the deadline of the first call)",
+    "stall_timeout_s": "longest an iteration may run before it fails as stalled (and the first call's deadline)",
     "check_finite": "fail at the first non-finite loss returned by the workload",
     "batch_size": "batch size of the workload, named in out-of-memory failures",
 }
@@ -143,13 +144,46 @@ class MarkerOptions:
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], where: str) -> MarkerOptions:
+        kwargs = _renamed_marker_arguments(kwargs, where)
         unknown = sorted(set(kwargs) - set(MARKER_FIELDS))
         if unknown:
             known = ", ".join(sorted(MARKER_FIELDS))
             raise ValueError(f"{where}: unknown @pytest.mark.tfperf argument(s) {', '.join(unknown)}; known: {known}")
+        values = dict(kwargs)
         for name, value in kwargs.items():
+            if name == "tolerance" and isinstance(value, str):
+                # One tolerance syntax everywhere: '10%' or 0.1, as on the command line and in the ini file.
+                try:
+                    values[name] = fraction(value)
+                except argparse.ArgumentTypeError as exc:
+                    raise ValueError(f"{where}: @pytest.mark.tfperf(tolerance=...): {exc}") from None
+                continue
             _check_marker_value(name, value, where)
-        return cls(**kwargs)
+        # The stall setting keeps its internal name; the marker and the option both say "stall timeout".
+        values["stall_ceiling_s"] = values.pop("stall_timeout_s", None)
+        return cls(**values)
+
+
+# Old marker spellings, accepted with a deprecation warning for one release (see CHANGELOG.md).
+RENAMED_MARKER_ARGUMENTS = {"stall_ceiling_s": "stall_timeout_s"}
+
+
+def _renamed_marker_arguments(kwargs: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    if not set(kwargs) & set(RENAMED_MARKER_ARGUMENTS):
+        return kwargs
+    renamed: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        new = RENAMED_MARKER_ARGUMENTS.get(name)
+        if new is None:
+            renamed[name] = value
+            continue
+        if new in kwargs:
+            raise ValueError(f"{where}: @pytest.mark.tfperf({name}=...) and ({new}=...) are the same setting: "
+                             f"keep {new}")
+        warnings.warn(f"{where}: @pytest.mark.tfperf({name}=...) is renamed {new}=...; the old name goes in the "
+                      "next release", DeprecationWarning, stacklevel=3)
+        renamed[new] = value
+    return renamed
 
 
 def _check_marker_value(name: str, value: Any, where: str) -> None:

@@ -62,7 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail tests that have no baseline for this environment (default: ini tfperf_strict or "
                          "false)")
     group.addoption("--tfperf-tolerance", metavar="PCT", type=fraction, default=None,
-                    help="throughput slowdown the gate must catch, e.g. 10%% (default 10%%)")
+                    help="throughput slowdown the gate must catch, 10%% or 0.1 (default: ini tfperf_tolerance "
+                         "or 10%%)")
     group.addoption("--tfperf-runs", metavar="N", type=positive_int, default=None,
                     help="with --tfperf-update: measure each test in N processes, so the baseline knows this "
                          f"machine's spread between processes (default: ini tfperf_runs or {DEFAULT_RUNS})")
@@ -85,7 +86,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-tfperf-explain", action="store_false", dest="tfperf_explain", default=None,
                     help="no profiled pass and no explanation, for a failed verdict or a refresh")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
-                    help="longest an iteration may run before it fails as stalled (default 300)")
+                    help="longest an iteration may run before it fails as stalled (default 300; per test: marker "
+                         "stall_timeout_s)")
     group.addoption("--tfperf-no-watchdog", action="store_true", default=False,
                     help="run workloads on the test's own thread, without stall detection")
     parser.addini("tfperf_baseline_dir", "directory of tfperf baselines", default=DEFAULT_BASELINE_DIR)
@@ -98,6 +100,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
     parser.addini("tfperf_strict", "fail tests that have no baseline for this environment", type="bool",
                   default=False)
+    parser.addini("tfperf_tolerance", "throughput slowdown the gate must catch, 10% or 0.1 (default 10%)",
+                  default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -283,7 +287,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         update_improved_only=opt("--tfperf-update-improved"),
         strict=bool(opt("--tfperf-strict") if opt("--tfperf-strict") is not None
                     else _ini_bool(config, "tfperf_strict")),
-        tolerance=opt("--tfperf-tolerance"),
+        tolerance=opt("--tfperf-tolerance") or _ini_tolerance(config),
         stall_ceiling_s=stall if stall is not None else 300.0,
         watchdog=not opt("--tfperf-no-watchdog"),
         throughput_gate=throughput_gate,
@@ -308,6 +312,13 @@ def _ini_bool(config: pytest.Config, name: str) -> bool:
         return bool(config.getini(name))
     except (ValueError, pytest.UsageError) as exc:  # pytest parses a bool ini value itself, without its key
         raise pytest.UsageError(f"ini option {name}: {exc}; expected true or false") from None
+
+
+def _ini_tolerance(config: pytest.Config) -> float | None:
+    """ini tfperf_tolerance, in the option's syntax (``10%`` or ``0.1``); unset: the comparison's default."""
+    if not str(config.getini("tfperf_tolerance")).strip():
+        return None
+    return float(_ini_number(config, "tfperf_tolerance", fraction))
 
 
 def _parallel_workers(config: pytest.Config) -> bool:

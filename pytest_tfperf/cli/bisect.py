@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Find the first commit between GOOD and BAD (first-parent history) at which the selected "
                     "tests got slower: each step runs pytest --tfperf --tfperf-against=GOOD in a worktree of "
                     "that commit and reads the paired verdict. Your checkout is not touched.",
-        epilog="Everything after GOOD and BAD goes to pytest: test paths, -k, --tfperf-tolerance=10%%, "
+        epilog="Everything after GOOD and BAD goes to pytest: test paths, -k, --tfperf-tolerance=10%, "
                "--tfperf-budget=1 ... exit status: 0 search ended, 2 could not search, 130 interrupted",
     )
     parser.add_argument("--json", metavar="PATH", type=Path, default=None,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from pytest_tfperf.config import fraction
 from pytest_tfperf.gates.rounds import judge_rounds
 from pytest_tfperf.gates.verdict import Status, Tolerances, Verdict
 from pytest_tfperf.model import Environment, KeyDifference
@@ -65,8 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("old", type=Path, help="results of the reference run (e.g. main): a file, or the shards of a "
                                                "split run as a directory or quoted glob ('old/*.json')")
     parser.add_argument("new", type=Path, help="results of the run to check (a file, directory or quoted glob)")
-    parser.add_argument("--tolerance", type=float, default=None, metavar="FRACTION",
-                        help="throughput slowdown the gate is built to catch (default 0.10 = 10%%)")
+    # The plugin's syntax (config.fraction): 10% or 0.1, so a value copied from the pytest command line works here.
+    parser.add_argument("--tolerance", default=None, metavar="PCT",
+                        help="throughput slowdown the gate is built to catch, 10%% or 0.1 (default 10%%)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default 0)")
     parser.add_argument("--allow-different-environment", action="store_true",
                         help="compare even when the hard environment keys (CPU, TF version, ...) differ")
@@ -167,8 +169,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:
-        tolerances = Tolerances() if args.tolerance is None else Tolerances(throughput=args.tolerance)
-    except ValueError as exc:
+        tolerances = Tolerances() if args.tolerance is None else Tolerances(throughput=fraction(args.tolerance))
+    except (ValueError, argparse.ArgumentTypeError) as exc:
         print(f"tfperf-compare: --tolerance: {exc}", file=err)
         return EXIT_ERROR
     try:

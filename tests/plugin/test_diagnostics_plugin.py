@@ -30,7 +30,7 @@ def _blocks_at_30(x):
     return x
 
 
-@pytest.mark.tfperf(stall_ceiling_s=2.0, stall_floor_s=1.0, budget_s=0.5)
+@pytest.mark.tfperf(stall_timeout_s=2.0, stall_floor_s=1.0, budget_s=0.5)
 def test_stalls(tfperf):
     ds = tf.data.Dataset.range(1000).map(lambda x: tf.py_function(_blocks_at_30, [x], tf.int64))
     tfperf.iterate(ds)
@@ -209,7 +209,7 @@ def test_smoke_mode_does_not_hang_on_a_stall_either(pytester: pytest.Pytester) -
                 NEVER.wait()
                 yield 1
 
-        @pytest.mark.tfperf(stall_ceiling_s=0.5)
+        @pytest.mark.tfperf(stall_timeout_s=0.5)
         def test_blocks(tfperf):
             tfperf.iterate(Blocking())
 

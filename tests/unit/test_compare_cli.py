@@ -134,7 +134,14 @@ def test_usage_errors_exit_two(tmp_path: Path, old: Path, capsys: pytest.Capture
     assert run(old)[0] == 2
     assert "the following arguments are required: new" in capsys.readouterr().err
     code, _, err = run(old, old, "--tolerance", "1.5")
-    assert code == 2 and "--tolerance" in err and "between 0 and 1" in err
+    assert code == 2 and "--tolerance" in err and "between 0% and 100%" in err
+
+
+@pytest.mark.parametrize("tolerance", ["10%", "0.1"])
+def test_tolerance_takes_the_plugins_syntax(old: Path, tolerance: str) -> None:
+    # The option's value copied from `pytest --tfperf-tolerance=10%` works here too.
+    code, out, err = run(old, old, "--tolerance", tolerance)
+    assert code == 0 and err == ""
 
 
 def test_no_test_in_common_exits_two(tmp_path: Path, old: Path) -> None:

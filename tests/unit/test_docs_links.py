@@ -1,5 +1,5 @@
-"""The README and docs/ link only to files that exist (or to pages other branches are writing), and to headings
-that exist, as GitHub renders them."""
+"""The README, the CHANGELOG and every page under docs/ link only to files that exist, and to headings that
+exist, as GitHub renders them; the README stays short enough to read before the tutorial."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Pages of docs/ written in other branches (issue 13); a link to one is fine before the merge that adds it.
-PAGES_WRITTEN_ELSEWHERE = {"docs/diagnostics.md", "docs/gpu.md", "docs/reports.md", "docs/architecture.md"}
+# Pages written in other branches; a link to one is fine before the merge that adds it.
+PAGES_WRITTEN_ELSEWHERE: set[str] = set()
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
 
@@ -42,7 +42,7 @@ def _anchors(path: Path) -> set[str]:
 
 
 def _pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -65,5 +65,5 @@ def test_relative_links_resolve(page: Path) -> None:
 
 
 def test_the_readme_stays_one_screen_of_usage() -> None:
-    # Issue 13: depth goes to docs/; the README answers what, set-up, a first test, which gate, options, links.
-    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+    # Depth goes to docs/; the README answers what, set-up, a first test, which gate, the CI lines, links.
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 130
