@@ -51,6 +51,8 @@ CASES: dict[str, tuple[str, Callable[[str], bool]]] = {
                             "(an existing layer ~37% slower)", lambda k: "conv_text" in k),
     "audio_conv1d_added": ("audio-like 1D CNN on 8000 samples train_on_batch: a Conv1D(32, 3) added in the "
                            "middle", lambda k: "planted_conv1d" in k),
+    "text_added_dense_per_token": ("Embedding + Conv1D text classifier train_on_batch: a Dense(64) applied to "
+                                   "every token added after the embedding", lambda k: "planted_token_dense" in k),
     "parallel_branch_widened": ("four parallel Conv2D branches concatenated (an Inception-like block) "
                                 "train_on_batch: one branch 24 -> 40 filters", lambda k: "branch_c" in k),
     "fit_spread_over_layers": ("small CNN under model.fit on tf.data (default options): three Conv2D layers each "
@@ -65,14 +67,14 @@ CASES: dict[str, tuple[str, Callable[[str], bool]]] = {
                           or "ConcatV2" in k),
     "pipeline_lost_vectorisation": ("tf.data (default options): a normalising map moved before .batch (per "
                                     "element instead of vectorised)", lambda k: k.startswith("stage:") and "Map" in k),
-    "pipeline_dropped_cache_defaults": ("tf.data (default options): a 0.4 ms py_function map whose .cache() was "
+    "pipeline_dropped_cache_defaults": ("tf.data (default options): a 0.15 ms py_function map whose .cache() was "
                                         "dropped", lambda k: (k.startswith("stage:") and ("Map" in k or "Cache" in k))
                                         or k == "tfdata:PyFunc" or "EagerPyFunc" in k),
     "pipeline_slow_source_defaults": ("tf.data (default options): records from a Python generator doing parsing "
                                       "work instead of from_tensor_slices",
                                       lambda k: k.startswith("stage:") and ("Generator" in k or "FlatMap" in k)
                                       or k == "tfdata:PyFunc" or "PyFunc" in k),
-    "pipeline_sequential_py_map": ("tf.data (default options): a py_function map that waits on I/O (0.3 ms "
+    "pipeline_sequential_py_map": ("tf.data (default options): a py_function map that waits on I/O (0.15 ms "
                                    "sleep) without num_parallel_calls (sequential)", lambda k: (k.startswith("stage:") and "Map" in k)
                                    or "PyFunc" in k),
     "aa_effnetb0": ("A/A: EfficientNetB0 (weights=None, 32x32, batch 2) train_on_batch, the same code both sides",
@@ -106,6 +108,16 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
             keras.Input((200,), dtype="int32"), keras.layers.Embedding(5000, 64),
             keras.layers.Conv1D(176 if changed else 128, 5, activation="relu", name="conv_text"),
             keras.layers.GlobalMaxPooling1D(), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(2)]))
+        x, y = rng.integers(0, 5000, (32, 200)), rng.integers(0, 2, 32)
+        return lambda: model.train_on_batch(x, y)
+
+    if case == "text_added_dense_per_token":
+        layers = [keras.Input((200,), dtype="int32"), keras.layers.Embedding(5000, 64)]
+        if changed:
+            layers.append(keras.layers.Dense(64, activation="relu", name="planted_token_dense"))
+        layers += [keras.layers.Conv1D(96, 3, activation="relu"), keras.layers.GlobalAveragePooling1D(),
+                   keras.layers.Dense(2)]
+        model = compiled(keras.Sequential(layers))
         x, y = rng.integers(0, 5000, (32, 200)), rng.integers(0, 2, 32)
         return lambda: model.train_on_batch(x, y)
 
@@ -143,7 +155,7 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
             keras.layers.Conv2D(32, 3, padding="same", activation="relu", name="conv_d"),
             keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]))
         images, labels = rng.random((256, 32, 32, 3), dtype=np.float32), rng.integers(0, 10, 256)
-        ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(16).repeat().prefetch(tf.data.AUTOTUNE)
+        ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32).repeat().prefetch(tf.data.AUTOTUNE)
         return lambda: model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)
 
     if case == "gru_fit_widened":
@@ -203,11 +215,11 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
                                                                     + 1e-6)
                 return tf.math.tanh(t) * 2.0 + tf.math.sqrt(tf.abs(t) + 1.0)
             ds = tf.data.Dataset.from_tensor_slices(rows).repeat()
-            ds = ds.map(normalise).batch(64) if changed else ds.batch(64).map(normalise)
+            ds = ds.map(normalise).batch(32) if changed else ds.batch(32).map(normalise)
             ds = ds.prefetch(tf.data.AUTOTUNE)
         elif case in ("pipeline_dropped_cache_defaults", "pipeline_aa_defaults"):
             def parse(i: Any) -> Any:
-                busy(0.4)
+                busy(0.15)
                 return i
             ds = tf.data.Dataset.range(64).map(lambda i: tf.py_function(parse, [i], tf.int64))
             if not changed:
@@ -217,7 +229,7 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
             if changed:
                 def gen() -> Any:
                     for row in rows:
-                        busy(0.12)
+                        busy(0.05)
                         yield row
                 ds = tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec((64,), tf.float32)).repeat()
             else:
@@ -225,7 +237,7 @@ def _build(case: str, variant: str) -> Callable[[], Any]:
             ds = ds.map(lambda r: r * 2.0, num_parallel_calls=tf.data.AUTOTUNE).batch(16).prefetch(tf.data.AUTOTUNE)
         else:  # pipeline_sequential_py_map
             def augment(r: Any) -> Any:
-                time.sleep(0.3e-3)  # reading a file: the GIL released, so a parallel map overlaps it
+                time.sleep(0.15e-3)  # reading a file: the GIL released, so a parallel map overlaps it
                 return r
             ds = tf.data.Dataset.from_tensor_slices(rows).repeat()
             mapped = (lambda r: tf.py_function(augment, [r], tf.float32))
