@@ -78,7 +78,9 @@ def top_cause(explanation: Mapping[str, Any]) -> str:
         return f"{c['label']} (tf.data stage, {mode}) {c['how']} {c['delta_ms']:+.2f} ms (tf.data, beside the step's path)"
     if not causes:
         lines = explanation.get("lines") or []
-        return lines[1].strip() if len(lines) > 1 else (lines[0] if lines else "no explanation")
+        # the line saying what moved (the lines before it say whether the parts add up, and in which frame)
+        said = [line.strip() for line in lines[1:] if "moved" in line]
+        return said[0] if said else (lines[0] if lines else "no explanation")
     top = causes[0]
     text = f"{top['label']} {top['how']} {top['delta_ms']:+.2f} ms"
     paced = explanation.get("paced_by")

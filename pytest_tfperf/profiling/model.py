@@ -96,6 +96,10 @@ class Profile:
     # kernels or copies (the union over its streams), and the device groups beyond the top kept, summed.
     device_busy: tuple[float, ...] = ()
     device_other: tuple[float, ...] = ()
+    # Seconds per iteration, per window, of the process's own CPU clock (``time.process_time``: every thread) read
+    # around each window, apart from the profile: what the groups' self times (which add up across threads) are
+    # checked against (``profiling.attribution``'s CPU frame). Empty in profiles taken before it was measured.
+    cpu: tuple[float, ...] = ()
 
     @property
     def windows(self) -> int:
@@ -104,6 +108,10 @@ class Profile:
     @property
     def wall_mean(self) -> float:
         return _mean(self.wall)
+
+    @property
+    def cpu_mean(self) -> float:
+        return _mean(self.cpu)
 
     def group(self, key: str) -> Group | None:
         for group in self.groups:
@@ -137,6 +145,8 @@ class Profile:
             "elements": round(self.elements, 3),
             "groups": [_group_dict(g) for g in self.groups],
         }
+        if self.cpu:
+            out["cpu"] = _us(self.cpu)
         if self.has_device:
             out["device_busy"] = _us(self.device_busy)
             out["device_other"] = _us(self.device_other)
@@ -164,12 +174,16 @@ class Profile:
                 device_other = _seconds(data["device_other"])
                 if len(device_busy) != len(wall) or len(device_other) != len(wall):
                     raise ValueError("device window counts differ")
+            cpu = _seconds(data.get("cpu", ()))
+            if cpu and len(cpu) != len(wall):
+                raise ValueError("cpu window count differs")
             if version == HOST_ONLY_VERSION and any(g.kind in DEVICE_KINDS for g in groups):
                 raise ValueError("device groups in a version 1 profile")
             return cls(name=str(data["name"]), iterations=int(data["iterations"]), wall=wall, groups=groups,
                        other=other, smallest_kept=float(data["smallest_kept"]) / 1e6, input_wait=input_wait,
                        elements=float(data["elements"]), host_tracer_level=int(data["host_tracer_level"]),
-                       logdir=data.get("logdir"), device_busy=device_busy, device_other=device_other)
+                       logdir=data.get("logdir"), device_busy=device_busy, device_other=device_other,
+                       cpu=cpu)
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileFormatError(f"stored profile is malformed: {type(exc).__name__}: {exc}") from None
 

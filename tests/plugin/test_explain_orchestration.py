@@ -93,7 +93,7 @@ def test_a_regressed_variant_is_explained_after_its_measurement_and_the_json_kee
     assert profiled(pytester) == ["reference", "variant"]
     result.stdout.fnmatch_lines([
         "*test_paired[[]slow[]]: performance regressed against variant 'main'*",
-        "*  where the time went: +*/iteration measured (profiled pass +50.0 ms*",
+        "*  where the time went: +*/iteration measured; the profiled pass +50.0 ms*",
         "*    planted (MatMul family) appeared +50.0 ms*",
         "*    raw profile (both sides, alternating windows): tensorboard --logdir */.tfperf/profiles/*test_paired_slow/pair",
     ])

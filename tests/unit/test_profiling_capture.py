@@ -328,3 +328,21 @@ def test_with_a_budget_the_warm_up_runs_after_the_calibration_right_before_the_w
     assert calibration == ["enter tfperf_window"] * 10
     # then a window's worth as planned (not the 40 asked for), after the calibration stopped, before the pass starts
     assert seen[10:10 + n] == ["stop"] * n and seen[10 + n] == "enter tfperf_window"
+
+
+def test_each_window_carries_the_process_cpu_clock_per_iteration(fake: FakeProfiler, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU clock is read around each window apart from the profile: the attribution checks self times by it."""
+    from pytest_tfperf.profiling.model import Profile
+
+    monkeypatch.setattr(capture, "summarise_sides", lambda space, iterations, **kw: {
+        side: Profile(name=side, iterations=n, wall=(0.01,) * 3, groups=(), other=(0.0,) * 3, smallest_kept=0.0,
+                      input_wait=(0.0,) * 3, elements=0.0) for side, n in iterations.items()})
+    clock = iter(range(100))
+    monkeypatch.setattr(capture, "_process_time", lambda: 0.5 * next(clock) ** 2)
+    outcomes = profile_steps({"a": lambda: None, "b": lambda: None}, tmp_path, windows=3,
+                             iterations={"a": 2, "b": 1}, warmup=0)
+    # windows a b | b a | a b: clock reads (0,1) (2,3) | (4,5) (6,7) | (8,9) (10,11), each t^2/2
+    assert outcomes["a"].profile.cpu == pytest.approx((0.5 / 2, 6.5 / 2, 8.5 / 2))
+    assert outcomes["b"].profile.cpu == pytest.approx((2.5, 4.5, 10.5))
+    assert Profile.from_dict(outcomes["b"].profile.to_dict()).cpu == pytest.approx((2.5, 4.5, 10.5))

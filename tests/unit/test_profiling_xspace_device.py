@@ -274,10 +274,10 @@ def test_a_planted_slower_kernel_names_its_layer_on_a_device_bound_step() -> Non
     assert [c.key for c in att.causes] == ["device:layer:functional/dense"]
     # the host's launches did not move; the profiled pass's change is the kernel's, up to the jitter
     assert att.off_path == () and att.profiled == pytest.approx(att.top.delta, rel=0.05)
-    assert math_close(att.explained + att.drift + att.remainder, att.measured)
+    assert math_close(att.explained + att.drift + att.remainder, att.profiled)
     lines = explanation_lines(att, unit="us")
-    assert lines[1].startswith("  on the GPU: the device set the pace")
-    assert lines[2].startswith("  dense kernels (MatMul family) grew +")
+    assert lines[2].startswith("  on the GPU: the device set the pace")
+    assert lines[3].startswith("  dense kernels (MatMul family) grew +")
     assert any("GPU idle or streams overlapping" in line for line in lines)
 
 
@@ -302,7 +302,7 @@ def test_a_host_bound_gpu_step_is_explained_by_the_host_and_the_kernels_that_mov
     assert [c.key for c in att.off_path] == ["device:layer:functional/dense"]
     assert all(not c.key.startswith("device:") for c in att.causes)
     lines = explanation_lines(att, unit="us")
-    assert lines[1].startswith("  on the GPU: busy ")
+    assert lines[2].startswith("  on the GPU: busy ")
     assert "  on the GPU too (kernels, overlapping the host: not added):" in lines
     assert att.top is not None
 
@@ -313,7 +313,7 @@ def test_an_old_host_only_stored_profile_compares_with_a_gpu_profile() -> None:
     current = summarise(gpu_space(windows=5).parsed(), name="c", iterations=2)
     att = attribute(old, current, 1e-4)
     assert att.device_busy is None
-    assert math_close(att.explained + att.drift + att.remainder, att.measured)
+    assert math_close(att.explained + att.drift + att.remainder, att.profiled)
 
 
 def math_close(a: float, b: float) -> bool:
