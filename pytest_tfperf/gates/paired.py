@@ -91,8 +91,9 @@ def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value
     counts = rank_tests.signed_rank_null_counts(n)
     p_slower = rank_tests.signed_rank_p(logs, counts)
     p_faster = rank_tests.signed_rank_p([-v for v in logs], counts)
-    # Interval: Walsh averages between the signed-rank test's critical ranks.
-    k = rank_tests.signed_rank_critical(counts, (1.0 - tol.confidence) / 2.0)
+    # Bounds: the Walsh averages at the one-sided test's critical ranks, so that an upper bound below zero and
+    # p_slower <= alpha are the same statement (within_run_throughput).
+    k = rank_tests.signed_rank_critical(counts, alpha)
     ci_low, ci_high = math.expm1(walsh[k]), math.expm1(walsh[len(walsh) - 1 - k])
     if rank_tests.signed_rank_smallest_p(n) > alpha:
         mde = math.inf

@@ -59,6 +59,7 @@ from typing import Any
 
 from pytest_tfperf.config import PARTNER_ENV as ENV_FDS
 from pytest_tfperf.model import Measurement
+from pytest_tfperf.session import freeze
 from pytest_tfperf.session.partner_tree import (
     BaselineTree,
     PartnerError,
@@ -139,6 +140,19 @@ class Partner:
         self._tree: BaselineTree | None = None
         self._broken: str | None = None  # why the partner cannot be used at all any more
         self.held: PairedRun | None = None  # a run whose partner test waits for "profile" or "release"
+        self.freezing = freeze.supported() and os.environ.get("TFPERF_FREEZE", "1") != "0"
+        self._frozen = False
+        self._guard: subprocess.Popen[bytes] | None = None
+
+    def freeze(self) -> None:
+        """Stop the partner process while this one is timed (``session.freeze``)."""
+        if self._process is not None and not self._frozen:
+            self._frozen = freeze.stop(self._process.pid)
+
+    def thaw(self) -> None:
+        if self._process is not None and self._frozen:
+            freeze.cont(self._process.pid)
+        self._frozen = False
 
     @property
     def log_path(self) -> Path | None:
@@ -168,6 +182,8 @@ class Partner:
                                                  stderr=subprocess.STDOUT, pass_fds=(to_partner_r, from_partner_w))
             os.close(to_partner_r)
             os.close(from_partner_w)
+            if self.freezing:
+                self._guard = freeze.guard(os.getpid(), self._process.pid)
             self._channel = Channel(from_partner_r, to_partner_w)
             hello = self._channel.receive(self.timeout_s)
             if hello.get("op") != "hello" or hello.get("protocol") != PROTOCOL:
@@ -194,14 +210,17 @@ class Partner:
         """
         self.release_held()
         channel = self._start()
+        freeze = os.getpid() if self.freezing else 0
         try:
             channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s, variants=variants,
-                         explain=explain)
+                         explain=explain, freeze=freeze)
             answer = channel.receive(self.timeout_s)
         except PartnerError as exc:
             self._lost(exc)
         op = answer.get("op")
         if op == "ready":
+            if freeze:
+                self.freeze()  # warmed up: it waits for its first round where it stands, doing nothing
             return PairedRun(self, channel, test_id, explain=explain)
         if op == "missing":
             raise PartnerError(f"{self.against} has no test {test_id}")
@@ -232,6 +251,7 @@ class Partner:
         """Stop a partner that did not answer in time, at once: a late answer must never be read as the next
         one. Not broken: the next test starts a fresh process in the same tree."""
         self.held = None
+        self.thaw()
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -239,6 +259,8 @@ class Partner:
             self._process.kill()
             self._process.wait()
             self._process = None
+        freeze.end_guard(self._guard)
+        self._guard = None
         with open(self.log_path or os.devnull, "a") as log:
             log.write(f"\n[tfperf] partner stopped by the coordinator: {why}\n")
 
@@ -254,6 +276,7 @@ class Partner:
 
     def _stop_process(self) -> None:
         self.held = None  # "exit" ends a held test too
+        self.thaw()
         if self._channel is not None:
             try:
                 self._channel.send(op="exit")
@@ -268,6 +291,8 @@ class Partner:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+        freeze.end_guard(self._guard)
+        self._guard = None
 
     def close(self, *, keep_reason: bool = False) -> None:
         self._stop_process()
@@ -295,22 +320,25 @@ class PairedRun:
     def pace(self, event: str, index: int) -> None:
         """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd."""
         if (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
-            self._partner_round(index)
+            self.partner_round(index)
 
     def measure_alone(self, rounds: int) -> None:
         """Let the partner measure all its rounds while this session waits (a confirmation in a fresh process)."""
         for index in range(rounds):
-            self._partner_round(index)
+            self.partner_round(index)
 
-    def _partner_round(self, index: int) -> None:
+    def partner_round(self, index: int) -> None:
         if self.dropped is not None:
             return
+        self._partner.thaw()
         try:
             self._channel.send(op="round", index=index)
             answer = self._channel.receive(self._partner.timeout_s)
         except PartnerError as exc:
             self.dropped = f"the partner stopped answering in round {index + 1} ({exc})"
             return
+        if self._partner.freezing:
+            self._partner.freeze()
         if answer.get("op") != "done" or answer.get("index") != index:
             text = answer.get("text", answer)
             self.dropped = f"the partner's measurement failed in round {index + 1}: {text}"
@@ -326,6 +354,7 @@ class PairedRun:
         from pytest_tfperf.storage.fields import Field, StorageError
         from pytest_tfperf.storage.serialization import measurement_from_dict
 
+        self._partner.thaw()
         if not completed and self.dropped is None:
             self.dropped = "this session's measurement did not complete"
             try:
@@ -402,6 +431,7 @@ class Request:
     budget_s: float
     variants: bool = False  # every tfperf.compare() variant may be measured (a confirmation), not just one
     explain: bool = False  # after the result, hold the workload for "profile" requests until "release"
+    freeze: int = 0  # the coordinator's pid: stopped while this session times a round (``session.freeze``)
     answered: bool = False  # a "ready", "result" or "failed" went back
     failure: str = ""
 
@@ -413,6 +443,7 @@ class PartnerServer:
         self.channel = channel
         self.request: Request | None = None
         self._exit = False  # "exit" came while a test was held
+        self._frozen = False  # the coordinator is stopped by this session
 
     @classmethod
     def from_environment(cls) -> PartnerServer:
@@ -443,10 +474,12 @@ class PartnerServer:
                 continue
             self.request = Request(test_id, int(message.get("rounds", 20)), float(message.get("budget_s", 2.0)),
                                    variants=bool(message.get("variants", False)),
-                                   explain=bool(message.get("explain", False)))
+                                   explain=bool(message.get("explain", False)),
+                                   freeze=int(message.get("freeze", 0) or 0))
             try:
                 run_item(item)
             finally:
+                self._thaw_coordinator()  # a round that raised must not leave the coordinator stopped
                 request, self.request = self.request, None
             if request is not None and not request.answered:
                 self.channel.send(op="failed", text=request.failure or "the test ended without measuring")
@@ -460,8 +493,16 @@ class PartnerServer:
             message = self.channel.receive(None)
             if message.get("op") != "round" or message.get("index") != index:
                 raise PartnerError(f"stopped by the coordinator ({message.get('op')})")
+            if self.request is not None and self.request.freeze:
+                self._frozen = freeze.stop(self.request.freeze)
         elif event == "after":
+            self._thaw_coordinator()
             self.channel.send(op="done", index=index)
+
+    def _thaw_coordinator(self) -> None:
+        if self._frozen and self.request is not None:
+            freeze.cont(self.request.freeze)
+        self._frozen = False
 
     def send_result(self, measurements: Sequence[Measurement]) -> None:
         from pytest_tfperf.storage.serialization import measurement_to_dict

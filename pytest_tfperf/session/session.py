@@ -39,6 +39,7 @@ class TfPerfSession:
         self.partner_server: Any = None  # partner.PartnerServer when this session is another's partner
         self.invocation: tuple[str, list[str]] = (rootdir, [])  # where pytest ran, and its path arguments
         self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
+        self._own_partner: Any = None  # a fresh process of this tree, for confirming a paired regression
         self.stored_gate = StoredGate(config, rootdir, self.baseline_dir, self.store, self.environment,
                                       lambda: self.invocation)
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
@@ -69,6 +70,9 @@ class TfPerfSession:
         if self._partner is not None:
             self._partner.close()
         self._partner = None
+        if self._own_partner is not None:
+            self._own_partner.close()
+        self._own_partner = None
         self.stored_gate.close()
         for probes in self._probes.values():
             for probe in probes:
@@ -311,62 +315,23 @@ class TfPerfSession:
     def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
                        options: MarkerOptions, settings: RunSettings,
                        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]) -> Outcome:
-        """The paired verdict against the partner's figures, confirmed before it fails a test.
+        from pytest_tfperf.session import against
 
-        A borderline verdict, or a throughput regression, is measured once more
-        beside a fresh partner process and the pooled rounds decide: two
-        processes can differ by a few percent for as long as they live, and a
-        failure must not rest on one such pair.
-        """
-        outcome = self._evaluate_against(measured[name], theirs, options)
-        throughput = outcome.verdict.metric("throughput")
-        regressed = throughput is not None and str(throughput.status) == "regressed"
-        if not (regressed or borderline(outcome)):
-            return outcome
-        from pytest_tfperf.gates.pooling import pool
+        return against.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
 
-        why = "the first verdict was a throughput regression" if regressed else "the first verdict was borderline"
-        self.partner().restart()
-        ours, theirs_again, note = self._measure_beside_partner(test_id, settings, measure_once,
-                                                                fallback="the first measurement decided")
-        if ours is None or theirs_again is None:
-            outcome.notices.append(f"{note} (a re-measure because {why})")
-            return outcome
-        measured[name] = pool(measured[name], ours[name])
-        outcome = self._evaluate_against(measured[name], pool(theirs, theirs_again), options)
-        outcome.notices.append(
-            f"{test_id}: re-measured beside a fresh partner process in {self.config.against} because {why}; "
-            f"judged on both measurements pooled ({len(measured[name].timings.round_sizes)} rounds a side)")
-        return outcome
+    def _confirm_against(self, test_id: str, settings: RunSettings
+                         ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
+        from pytest_tfperf.session import against
+
+        return against.confirm(self, test_id, settings)
 
     def _measure_beside_partner(
         self, test_id: str, settings: RunSettings,
         measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
     ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
-        """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
+        from pytest_tfperf.session import against
 
-        Ours is None when the partner could not even start the test (measure
-        alone then); theirs is None when the partner's figures were lost.
-        """
-        from pytest_tfperf.session.partner_tree import PartnerError
-
-        against = self.config.against
-        try:
-            run = self.partner().begin(test_id, settings.rounds, settings.budget_s, explain=self.config.explain)
-        except PartnerError as exc:
-            return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
-        completed = False
-        try:
-            ours = measure_once(run.pace)
-            completed = True
-        finally:
-            try:
-                theirs, why = run.finish(completed), None
-            except PartnerError as exc:
-                theirs, why = None, str(exc)
-        if theirs is None:
-            return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
-        return ours, theirs, None
+        return against.measure_beside(self, test_id, settings, measure_once, fallback=fallback)
 
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, Workload], mode: str,
                              settings: RunSettings) -> dict[str, Measurement]:

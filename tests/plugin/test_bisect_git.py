@@ -98,7 +98,7 @@ def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(
     assert "about 5 paired steps of about" in out  # costed once the first step is measured
     date = git(repo, "log", "-1", "--format=%aI", shas[5])
     assert f"first bad commit: {shas[5]}\n  commit 5\n  author date {date}\n" in out
-    assert re.search(r"test_work.py::test_loop: throughput -\d+\.\d% \(99% CI .*\) against GOOD, paired verdict "
+    assert re.search(r"test_work.py::test_loop: throughput -\d+\.\d% \(99% bounds .*\) against GOOD, paired verdict "
                      r"REGRESSED: throughput: .*\n", out), out
     # The explained step (against commit 4, in the range) failed: one line, the result stands.
     why = [line for line in out.splitlines() if line.startswith("  no explanation against its parent")]
@@ -106,7 +106,7 @@ def test_the_first_bad_commit_is_found_and_the_dirty_checkout_is_left_as_it_was(
     assert "the profiler is unusable on this runner" in why[0], out
     assert re.search(r"paired steps \(planned about 5\) over 7 commits, then one explained step, in \d+ s \(search "
                      r"\d+ s, explained step \d+ s\)", out)
-    assert "| step | commit | subject | verdict against GOOD | throughput change (99% CI) | time |" in out
+    assert "| step | commit | subject | verdict against GOOD | throughput change (99% bounds) | time |" in out
     assert f"| 1 | {shas[7][:10]} | commit 7 | BAD (regressed) |" in out
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["outcome"] == "found" and doc["first_bad"]["sha"] == shas[5] and doc["first_bad"]["author_date"] == date

@@ -301,11 +301,14 @@ def test_failure_message_says_what_moved_how_sure_against_what_and_how_to_refres
     text = verdict.failure_message("3f2a9c1d4e5b6a7c", "pytest --tfperf --tfperf-update tests/test_pipeline.py")
     assert TEST_ID in text
     assert "throughput" in text and "items/s" in text
-    assert f"{baseline.throughput_per_s:,.1f} items/s -> {current.throughput_per_s:,.1f} items/s" in text
     t = verdict.metric("throughput")
     assert t is not None and t.relative_change is not None
-    assert f"({t.relative_change * 100:+.1f}%, 99% CI" in text
-    assert "99% CI" in text and "99% confidence" in text and "p = " in text
+    # The printed rates agree with the printed change: the current one is the baseline's times the estimate.
+    estimated = baseline.throughput_per_s * (1.0 + t.relative_change)
+    assert f"{baseline.throughput_per_s:,.1f} items/s -> {estimated:,.1f} items/s" in text
+    assert f"({t.relative_change * 100:+.1f}%, 99% bounds" in text
+    assert t.ci_high is not None and t.ci_high < 0.0  # a failed verdict's bounds never reach zero
+    assert "99% confidence" in text and "p = " in text
     assert "peak_tf_allocator[CPU:0]: 100.0 MiB -> 110.0 MiB (+10.0%" in text
     assert "traces_steady: 0 -> 3" in text
     assert "3f2a9c1d4e5b6a7c" in text

@@ -73,6 +73,16 @@ class ScriptedChannel:
 
 class FakePartner:
     timeout_s = 1.0
+    freezing = False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def freeze(self) -> None:
+        self.calls.append("freeze")
+
+    def thaw(self) -> None:
+        self.calls.append("thaw")
 
 
 def measurement() -> Measurement:
@@ -193,6 +203,9 @@ class HoldingPartner:
     def abandon(self, why: str) -> None:
         self.abandoned.append(why)
         self.held = None
+
+    def thaw(self) -> None:
+        pass
 
 
 def held_run(answers: list[dict[str, Any]]) -> tuple[PairedRun, ScriptedChannel, HoldingPartner]:
@@ -372,3 +385,18 @@ def test_paths_given_to_this_session_point_into_the_partner_tree(tmp_path: Path)
     assert argument_in_tree(f"{current}/tests/test_a.py::test_x", current, tree) == f"{tree}/tests/test_a.py::test_x"
     assert argument_in_tree(f"{current}/tests", current, tree) == f"{tree}/tests"
     assert argument_in_tree("/elsewhere/test_b.py", current, tree) == "/elsewhere/test_b.py"
+
+
+def test_the_partner_is_let_run_only_for_its_own_rounds() -> None:
+    """Stopped while this session is timed (freeze), let run (thaw) just before each of its rounds."""
+    channel = ScriptedChannel([{"op": "done", "index": i} for i in range(2)]
+                              + [{"op": "result", "measurement": measurement_to_dict(measurement())}])
+    partner = FakePartner()
+    partner.freezing = True
+    run = PairedRun(partner, channel, "t.py::test_a")  # type: ignore[arg-type]
+    run.pace("after", 0)
+    assert partner.calls == ["thaw", "freeze"]
+    run.pace("before", 1)
+    assert partner.calls == ["thaw", "freeze", "thaw", "freeze"]
+    run.finish(True)
+    assert partner.calls[-1] == "thaw"  # running again to send its result
