@@ -20,15 +20,34 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from pytest_tfperf.config import MarkerOptions
+from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.measuring.workload import RunSettings
 from pytest_tfperf.model import Measurement
 from pytest_tfperf.session.outcome import Outcome, borderline
 
-if TYPE_CHECKING:
-    from pytest_tfperf.session.session import TfPerfSession
+Measure = Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]
+
+
+class TfPerfSession(Protocol):
+    """What this plan needs of the session (``session.session.TfPerfSession``, which imports this module)."""
+
+    config: SessionConfig
+    rootdir: str
+    invocation: tuple[str, list[str]]
+    _own_partner: Any  # partner.Partner, started on the first confirmation
+
+    def partner(self) -> Any: ...  # partner.Partner of the baseline tree
+
+    def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome: ...
+
+    def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Measure, *,
+                                fallback: str) -> tuple[dict[str, Measurement] | None, Measurement | None,
+                                                        str | None]: ...
+
+    def _confirm_against(self, test_id: str, settings: RunSettings
+                         ) -> tuple[tuple[Measurement, Measurement] | None, str | None]: ...
 
 
 def throughput_regressed(o: Outcome) -> bool:
