@@ -74,7 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--tfperf-against", metavar="REV_OR_DIR", default=None,
                     help="measure each test beside the same test of another version of the code (a git revision, "
                          "checked out for the run, or a directory), rounds interleaved, and judge the pair: the "
-                         "reliable gate on a noisy machine")
+                         "reliable gate on a noisy machine. auto: the merge base with the pull request's target "
+                         "(GitHub Actions, GitLab), else with the upstream or origin/main")
     group.addoption("--tfperf-explain", action="store_true", default=None,
                     help="explain a throughput regression from TensorFlow's profiler: profile both sides after "
                          "the measurement (never in the timed rounds) and say which ops or tf.data stages moved, "
@@ -108,7 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "other down and corrupt every figure. Run the measured tests serially: add -n 0 (or -p no:xdist)."
         )
     if session_config.against is not None:
-        _check_against(session_config.against, config)
+        session_config = _resolve_against(session_config, config)
     if session_config.html_path is not None and not _plotting_installed():
         # Now, not after an hour of measuring.
         raise pytest.UsageError("--tfperf-html draws its charts with matplotlib, which is not installed: "
@@ -156,14 +157,41 @@ def _plotting_installed() -> bool:
         return False
 
 
-def _check_against(against: str, config: pytest.Config) -> None:
-    # A mistyped revision must stop the run before anything is measured, not fall back silently.
+def _resolve_against(c: SessionConfig, config: pytest.Config) -> SessionConfig:
+    """--tfperf-against checked before anything is measured: a revision or directory the user named must exist;
+    ``auto`` is looked up, and where no baseline revision can be found the stored gate judges, saying why."""
+    import dataclasses
+
+    from pytest_tfperf.session.baseline_revision import AUTO, NoBaselineRevision, find_baseline_revision
     from pytest_tfperf.session.partner_tree import PartnerError, resolve_against
 
+    assert c.against is not None
+    if c.against != AUTO:
+        # A mistyped revision must stop the run before anything is measured: the user named it, so a red run
+        # with one line is what they need, not a stored-gate run that passes on a CI machine it cannot judge.
+        try:
+            resolve_against(c.against, config.invocation_params.dir)
+        except PartnerError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        return c
     try:
-        resolve_against(against, config.invocation_params.dir)
-    except PartnerError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        found = find_baseline_revision(config.invocation_params.dir, os.environ)
+    except NoBaselineRevision as exc:
+        # auto runs wherever the workflow runs (a push to main, a fork without history): no baseline there is
+        # a situation, not a mistake, so the run goes on under the stored gate and every report says so.
+        return dataclasses.replace(c, against=None, against_fallback=str(exc))
+    return dataclasses.replace(c, against=found.short, against_found=found.describe())
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    c = config.stash.get(CONFIG_KEY, None)
+    if c is None:
+        return []
+    if c.against_found:
+        return [f"tfperf: {c.against_found}"]
+    if c.against_fallback:
+        return [f"tfperf: {c.against_fallback}; the tests are judged by the stored gate (stored baselines) instead"]
+    return []
 
 
 CONFIG_KEY = pytest.StashKey[SessionConfig]()

@@ -73,6 +73,7 @@ def summary_lines(s: FinishedSession, written: Sequence[str]) -> list[str]:
     if not s.outcomes and not s.failures and not written and not s.effects:
         return []
     lines = report.summary_table(_rows(s)) if s.outcomes else []
+    lines += against_lines(s.config, found=False)
     for o in s.outcomes:
         lines += o.notices
         for d in o.measurement.diagnoses:
@@ -89,6 +90,18 @@ def summary_lines(s: FinishedSession, written: Sequence[str]) -> list[str]:
     lines += failure_summary_lines(s.failures)
     lines += written
     return lines
+
+
+# How a run whose --tfperf-against=auto found no baseline revision judged its tests (plugin._resolve_against).
+FALLBACK_TAIL = "every test was judged by the stored gate (stored baselines) instead"
+
+
+def against_lines(c: SessionConfig, *, found: bool) -> list[str]:
+    """--tfperf-against=auto's result: why no revision was found (always), and the revision found (``found``:
+    the terminal says that in its header already, the Markdown summary a reviewer reads does not)."""
+    if c.against_fallback:
+        return [f"{c.against_fallback}; {FALLBACK_TAIL}"]
+    return [c.against_found] if found and c.against_found else []
 
 
 def _rows(s: FinishedSession) -> list[Any]:
@@ -209,7 +222,11 @@ def _write_markdown(s: FinishedSession, written: list[str]) -> None:
 
     explanations = [o.explanation.headline if getattr(o, "explanation", None) is not None else None
                     for o in s.outcomes]
-    text = "\n".join(report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations)) + "\n"
+    lines = report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations)
+    against = [f"> {line}" for line in against_lines(s.config, found=True)]
+    if against:  # under the heading, above the table: what the table's verdicts were measured against
+        lines[2:2] = [*against, ""]
+    text = "\n".join(lines) + "\n"
     if s.config.markdown_path:
         Path(s.config.markdown_path).parent.mkdir(parents=True, exist_ok=True)  # as for the JSON and HTML
         with open(s.config.markdown_path, "w", encoding="utf-8") as fh:

@@ -65,6 +65,7 @@ from pytest_tfperf.session.partner_tree import (
     PartnerError,
     argument_in_tree,
     checkout,
+    import_failure,
     mapped_directory,
     partner_environment,
 )
@@ -194,7 +195,8 @@ class Partner:
             self.close(keep_reason=True)
             raise PartnerError(self._broken) from None
         except PartnerError as exc:
-            self._broken = f"the partner session in {self.against} could not start: {exc}{self._log_tail()}"
+            why = self._import_failure() or f"{exc}{self._log_tail()}"
+            self._broken = f"the partner session in {self.against} could not start: {why}"
             self.close(keep_reason=True)
             raise PartnerError(self._broken) from None
         return self._channel
@@ -233,6 +235,13 @@ class Partner:
         self._broken = f"the partner session in {self.against} stopped answering ({exc}){self._log_tail()}"
         self.close(keep_reason=True)
         raise PartnerError(self._broken) from None
+
+    def _import_failure(self) -> str | None:
+        """Its tests did not import in the baseline tree: one line (``import_failure``), not its traceback."""
+        path = self.log_path
+        if path is None or not path.exists():
+            return None
+        return import_failure(path.read_text(errors="replace"), None if self._tree is None else self._tree.path)
 
     def _log_tail(self) -> str:
         path = self.log_path

@@ -9,6 +9,7 @@ and the partner's ``PYTHONPATH`` points at it (``partner`` runs the session).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -59,6 +60,10 @@ def resolve_against(against: str, start: Path) -> tuple[Path | None, Path | None
         candidate = start / candidate
     if candidate.is_dir():
         return candidate.resolve(), None, ""
+    if shutil.which("git") is None:
+        raise PartnerError(f"--tfperf-against={against}: not a directory, and git, which would read it as a "
+                           "revision, is not installed (or not on PATH): install git, or pass the baseline's code "
+                           "as a directory")
     repo = repository_root(start)
     if repo is None:
         raise PartnerError(f"--tfperf-against={against}: not a directory, and {start} is not inside a git "
@@ -133,3 +138,25 @@ def tree_environment(tree: Path, base: dict[str, str]) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env.pop("GITHUB_STEP_SUMMARY", None)  # the summary is the calling session's (or command's) to write
     return env
+
+
+_WHERE = re.compile(r"ImportError while (?:loading conftest|importing test module) '([^']+)'|ERROR collecting (\S+)")
+_WHAT = re.compile(r"^E\s+([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
+
+
+def import_failure(output: str, tree: Path | None = None) -> str | None:
+    """One line for a partner session that stopped because its tests did not import (a conftest or test module
+    of the baseline revision that fails to import, or does not parse), read from its pytest output; None for
+    any other end. Said instead of pytest's traceback, which is the baseline revision's, not the user's run."""
+    where = _WHERE.search(output)
+    what = [m.group(1).strip() for m in map(_WHAT.match, output.splitlines()) if m is not None]
+    if where is None or not what:
+        return None
+    path = where.group(1) or where.group(2)
+    if tree is not None:
+        try:
+            path = str(Path(path).relative_to(tree))
+        except ValueError:
+            pass
+    return (f"its tests do not import in that revision ({path}: {what[-1]}): install what that revision "
+            "imports, or pass --tfperf-against=REV naming a revision whose tests import")

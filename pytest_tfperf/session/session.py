@@ -123,6 +123,10 @@ class TfPerfSession:
         if against_note is not None:
             for o in outcomes.values():
                 o.notices.append(against_note)
+        elif self.config.against_fallback and reference is None and len(workloads) == 1 and options.gate:
+            for o in outcomes.values():  # the reason is said once, in the summary's --tfperf-against=auto line
+                o.notices.append(f"{fx._node_id}: judged by the stored gate, not beside a baseline revision "
+                                 "(--tfperf-against=auto found none)")
         to_confirm = [o for o in outcomes.values() if self.stored_gate.wants_confirmation(o)]
         if to_confirm:
             self.stored_gate.confirm(fx._node_id, to_confirm, settings, self._tolerances(options))
