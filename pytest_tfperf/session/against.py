@@ -127,11 +127,20 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
                                     test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0)
     else:
         session._own_partner.restart()
-    try:
-        theirs_run = base.begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain)
-        ours_run = session._own_partner.begin(test_id, settings.rounds, settings.budget_s)
+    try:  # both set up and warm up at once; nothing is timed before both are ready
+        theirs_run = base.begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain,
+                                wait=False)
+        ours_run = session._own_partner.begin(test_id, settings.rounds, settings.budget_s, wait=False)
     except PartnerError as exc:
         return None, str(exc)
+    why = ours_run.await_ready() or theirs_run.await_ready()
+    if why is not None:
+        for run in (ours_run, theirs_run):
+            try:
+                run.finish(False)
+            except PartnerError:
+                pass
+        return None, why
     for index in range(settings.rounds):
         for run in ((ours_run, theirs_run) if index % 2 == 0 else (theirs_run, ours_run)):
             run.partner_round(index)
@@ -143,19 +152,22 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
     return (ours, theirs), None
 
 def measure_beside(
-session: TfPerfSession, test_id: str, settings: RunSettings,
+    session: TfPerfSession, test_id: str, settings: RunSettings,
     measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
 ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
     """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
 
-    Ours is None when the partner could not even start the test (measure
-    alone then); theirs is None when the partner's figures were lost.
+    Ours is None when the partner could not even be asked (measure alone
+    then); theirs is None when the partner's figures were lost, or when it
+    could not measure the test at all (ours were then measured alone). The
+    partner sets up and warms up while this session does (``wait=False``).
     """
     from pytest_tfperf.session.partner_tree import PartnerError
 
     against = session.config.against
     try:
-        run = session.partner().begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain)
+        run = session.partner().begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain,
+                                      wait=False)
     except PartnerError as exc:
         return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
     completed = False
@@ -167,6 +179,8 @@ session: TfPerfSession, test_id: str, settings: RunSettings,
             theirs, why = run.finish(completed), None
         except PartnerError as exc:
             theirs, why = None, str(exc)
+    if theirs is None and run.never_started:
+        return ours, None, f"{test_id}: not measured beside {against}: {why}; {fallback}"
     if theirs is None:
         return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
     return ours, theirs, None

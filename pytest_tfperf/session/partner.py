@@ -202,13 +202,16 @@ class Partner:
         return self._channel
 
     def begin(self, test_id: str, rounds: int, budget_s: float, *, variants: bool = False,
-              explain: bool = False) -> PairedRun:
+              explain: bool = False, wait: bool = True) -> PairedRun:
         """Ask the partner to get ``test_id`` ready to measure; raises PartnerError with the reason it can't.
 
         ``variants``: a ``tfperf.compare()`` test may measure all its variants (a confirmation, read with
         ``finish_all``); without it the partner refuses one, since a pairing needs a single workload.
         ``explain``: after its result the partner keeps the workload for a profiled pass (``PairedRun.profile``)
         until released (``release_held``; the next ``begin``, ``restart`` or ``close`` release it too).
+        ``wait=False``: return at once and read its answer at the run's ``pace("ready")`` (or ``await_ready``),
+        so that the partner sets up and warms up while this session does (nothing is timed then); a partner
+        that cannot measure the test then drops the pairing (``PairedRun.dropped``) instead of raising.
         """
         self.release_held()
         channel = self._start()
@@ -216,18 +219,31 @@ class Partner:
         try:
             channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s, variants=variants,
                          explain=explain, freeze=freeze)
+        except PartnerError as exc:
+            self._lost(exc)
+        run = PairedRun(self, channel, test_id, explain=explain, answered=False)
+        if wait:
+            why = run.await_ready()
+            if why is not None:
+                raise PartnerError(why)
+        return run
+
+    def _answer_to_run(self, channel: Channel, test_id: str) -> str | None:
+        """Read the partner's answer to ``run``: None when ready (then stopped until its first round), else why
+        not. A partner that does not answer is given up (``_lost``) and the PartnerError says so."""
+        try:
             answer = channel.receive(self.timeout_s)
         except PartnerError as exc:
             self._lost(exc)
         op = answer.get("op")
         if op == "ready":
-            if freeze:
+            if self.freezing:
                 self.freeze()  # warmed up: it waits for its first round where it stands, doing nothing
-            return PairedRun(self, channel, test_id, explain=explain)
+            return None
         if op == "missing":
-            raise PartnerError(f"{self.against} has no test {test_id}")
+            return f"{self.against} has no test {test_id}"
         if op == "failed":
-            raise PartnerError(f"the test failed in {self.against} before measuring: {answer.get('text', '')}")
+            return f"the test failed in {self.against} before measuring: {answer.get('text', '')}"
         self._lost(PartnerError(f"unexpected answer {answer}"))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -318,18 +334,38 @@ class Partner:
 class PairedRun:
     """One test measured beside its partner: ``pace`` drives the partner's rounds, ``finish`` fetches its figures."""
 
-    def __init__(self, partner: Partner, channel: Channel, test_id: str, *, explain: bool = False) -> None:
+    def __init__(self, partner: Partner, channel: Channel, test_id: str, *, explain: bool = False,
+                 answered: bool = True) -> None:
         self._partner = partner
         self._channel = channel
         self._test_id = test_id
         self._explain = explain
         self.dropped: str | None = None  # why the pairing ended early, if it did
+        self.never_started = False  # the partner could not measure the test at all (missing, failed, silent)
+        self._ready: bool | None = True if answered else None  # the answer to "run": not read yet, ready, or not
         self._rounds_done = 0
 
     def pace(self, event: str, index: int) -> None:
-        """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd."""
-        if (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
+        """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd;
+        at ``ready`` (this side warmed up), the partner's answer to ``run`` is read if it has not been."""
+        if event == "ready":
+            self.await_ready()
+        elif (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
             self.partner_round(index)
+
+    def await_ready(self) -> str | None:
+        """Wait for the partner to be ready (once): None, or why it cannot measure (the pairing is then dropped,
+        ``never_started``). Never raises: this runs inside this session's measurement."""
+        if self._ready is None:
+            try:
+                why = self._partner._answer_to_run(self._channel, self._test_id)
+            except PartnerError as exc:
+                why = str(exc)
+            self._ready = why is None
+            if why is not None:
+                self.dropped, self.never_started = why, True
+            return why
+        return None if self._ready else self.dropped
 
     def measure_alone(self, rounds: int) -> None:
         """Let the partner measure all its rounds while this session waits (a confirmation in a fresh process)."""
@@ -337,6 +373,8 @@ class PairedRun:
             self.partner_round(index)
 
     def partner_round(self, index: int) -> None:
+        if self._ready is None:
+            self.await_ready()
         if self.dropped is not None:
             return
         self._partner.thaw()

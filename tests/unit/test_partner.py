@@ -400,3 +400,37 @@ def test_the_partner_is_let_run_only_for_its_own_rounds() -> None:
     assert partner.calls == ["thaw", "freeze", "thaw", "freeze"]
     run.finish(True)
     assert partner.calls[-1] == "thaw"  # running again to send its result
+
+
+class AnsweringPartner(FakePartner):
+    """Reads the answer to "run" as Partner does: ready, or why not."""
+
+    freezing = True
+
+    def _answer_to_run(self, channel: Any, test_id: str) -> str | None:
+        answer = channel.receive(1.0)
+        if answer["op"] == "ready":
+            self.freeze()
+            return None
+        return f"there is no test {test_id}"
+
+
+def test_a_partner_asked_without_waiting_is_read_at_this_sides_ready_and_stopped_till_its_round() -> None:
+    channel = ScriptedChannel([{"op": "ready"}, {"op": "done", "index": 0}])
+    partner = AnsweringPartner()
+    run = PairedRun(partner, channel, "t.py::test_a", answered=False)  # type: ignore[arg-type]
+    assert partner.calls == []  # it sets up and warms up while this side does
+    run.pace("ready", -1)
+    assert partner.calls == ["freeze"] and run.dropped is None
+    run.pace("after", 0)
+    assert partner.calls == ["freeze", "thaw", "freeze"]
+
+
+def test_a_partner_that_cannot_measure_the_test_drops_the_pairing_without_raising_into_the_measurement() -> None:
+    run = PairedRun(AnsweringPartner(), ScriptedChannel([{"op": "missing"}]), "t.py::test_a",  # type: ignore[arg-type]
+                    answered=False)
+    run.pace("ready", -1)  # inside this side's measurement: must not raise
+    run.pace("after", 0)  # no round is asked of it
+    assert run.never_started and run.dropped == "there is no test t.py::test_a"
+    with pytest.raises(PartnerError, match="there is no test"):
+        run.finish(True)
