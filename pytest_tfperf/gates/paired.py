@@ -114,3 +114,32 @@ def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value
     return within_run_throughput(base_value, cur_value, change, (ci_low, ci_high), p_slower, p_faster, mde, tol,
                                  test=f"one-sided signed-rank test over {n} {pairs_are}", noisy=noisy,
                                  over=f" over {n} {pairs_are}")
+
+
+# The first look of a paired verdict (``session.against``): rounds end early when the change is already
+# surely smaller than the decision threshold, either way.
+FIRST_LOOK_ROUNDS = 10
+
+
+def clearly_within(current_per_s: Sequence[float], baseline_per_s: Sequence[float], tol: Tolerances) -> bool:
+    """True when the rounds so far (each side's throughput per round, round ``i`` beside round ``i``) already
+    put the change above the decision threshold (no regression) and below the tolerance (no improvement), at
+    the confidence level.
+
+    Stopping then can only turn a regressed verdict into an unchanged one, never the reverse, so it adds no
+    false alarm; it loses a slowdown of the tolerance or more only when that slowdown's lower bound came out
+    above the threshold, which a one-sided bound at 99% does at most 1% of the time. (A group-sequential
+    design with a futility look; no error is spent on it.)
+    """
+    logs = [math.log(c / b) for c, b in zip(current_per_s, baseline_per_s) if c > 0 and b > 0]
+    n = len(logs)
+    alpha = 1.0 - tol.confidence
+    if n < FIRST_LOOK_ROUNDS or rank_tests.signed_rank_smallest_p(n) > alpha:
+        return False
+    walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
+    k = rank_tests.signed_rank_critical(rank_tests.signed_rank_null_counts(n), alpha)
+    low, high = math.expm1(walsh[k]), math.expm1(walsh[len(walsh) - 1 - k])
+    d = tol.throughput_decision_threshold
+    # The verdict it ends with must still state a smallest catchable change within the tolerance.
+    mde = detectable_slowdown(stats.mad(logs) * 1.4826 * math.sqrt(math.pi / 3.0 / n), float(n - 1), tol)
+    return -d < low and high < tol.throughput and mde <= tol.throughput

@@ -27,7 +27,8 @@ from pytest_tfperf.measuring.workload import RunSettings
 from pytest_tfperf.model import Measurement
 from pytest_tfperf.session.outcome import Outcome, borderline
 
-Measure = Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]
+# The session's measurement with a partner's pace hook and a log of this side's throughput per round.
+Measure = Callable[[Callable[[str, int], bool | None] | None, list[float] | None], dict[str, Measurement]]
 
 
 class TfPerfSession(Protocol):
@@ -43,8 +44,10 @@ class TfPerfSession(Protocol):
     def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome: ...
 
     def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Measure, *,
-                                fallback: str) -> tuple[dict[str, Measurement] | None, Measurement | None,
+                                fallback: str, tolerances: Any = None) -> tuple[dict[str, Measurement] | None, Measurement | None,
                                                         str | None]: ...
+
+    def _tolerances(self, options: MarkerOptions) -> Any: ...
 
     def _confirm_against(self, test_id: str, settings: RunSettings
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]: ...
@@ -57,7 +60,7 @@ def throughput_regressed(o: Outcome) -> bool:
 
 def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
           options: MarkerOptions, settings: RunSettings,
-          measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]) -> Outcome:
+          measure_once: Measure) -> Outcome:
     """The paired verdict against the partner's figures, in up to two looks, confirmed before it fails a test.
 
     Borderline evidence is measured once more beside the same partner
@@ -76,7 +79,8 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
     outcome = session._evaluate_against(measured[name], theirs, options)
     if borderline(outcome) and not throughput_regressed(outcome):
         ours, theirs_again, note = session._measure_beside_partner(test_id, settings, measure_once,
-                                                                fallback="the first measurement decided")
+                                                                fallback="the first measurement decided",
+                                                                tolerances=session._tolerances(options))
         if ours is None or theirs_again is None:
             outcome.notices.append(f"{note} (a second look because the first verdict was borderline)")
             return outcome
@@ -153,7 +157,7 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
 
 def measure_beside(
     session: TfPerfSession, test_id: str, settings: RunSettings,
-    measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
+    measure_once: Measure, *, fallback: str, tolerances: Any = None,
 ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
     """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
 
@@ -172,7 +176,10 @@ def measure_beside(
         return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
     completed = False
     try:
-        ours = measure_once(run.pace)
+        ours_per_s: list[float] = []
+        if tolerances is not None:
+            run.look(ours_per_s, tolerances)  # the first look may end the rounds early
+        ours = measure_once(run.pace, ours_per_s)
         completed = True
     finally:
         try:
@@ -183,4 +190,7 @@ def measure_beside(
         return ours, None, f"{test_id}: not measured beside {against}: {why}; {fallback}"
     if theirs is None:
         return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
+    if run.stopped_at is not None:
+        return ours, theirs, (f"{test_id}: {run.stopped_at} rounds a side sufficed: the first look already put the "
+                              "change within the decision threshold")
     return ours, theirs, None

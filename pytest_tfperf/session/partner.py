@@ -71,7 +71,7 @@ from pytest_tfperf.session.partner_tree import (
 )
 
 LOG_TAIL_LINES = 30
-PROTOCOL = 2  # bumped when the messages change: both sessions must speak the same one
+PROTOCOL = 3  # bumped when the messages change: both sessions must speak the same one
 
 
 class Channel:
@@ -343,15 +343,46 @@ class PairedRun:
         self.dropped: str | None = None  # why the pairing ended early, if it did
         self.never_started = False  # the partner could not measure the test at all (missing, failed, silent)
         self._ready: bool | None = True if answered else None  # the answer to "run": not read yet, ready, or not
+        self._ours_per_s: list[float] = []
+        self._theirs_per_s: list[float] = []  # the partner's throughput per round, from its "done" answers
+        self._tolerances: Any = None  # set by ``look``: the first look may end the rounds
+        self.stopped_at: int | None = None  # rounds each side measured when the first look ended them
         self._rounds_done = 0
 
-    def pace(self, event: str, index: int) -> None:
+    def pace(self, event: str, index: int) -> bool | None:
         """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd;
-        at ``ready`` (this side warmed up), the partner's answer to ``run`` is read if it has not been."""
+        at ``ready`` (this side warmed up), the partner's answer to ``run`` is read if it has not been. True:
+        the rounds end here, on both sides (the first look found the change clear)."""
         if event == "ready":
             self.await_ready()
         elif (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
             self.partner_round(index)
+        if event == "after" and self._clear_after(index + 1):
+            self._stop_rounds()
+            return True
+        return None
+
+    def look(self, ours_per_s: list[float], tolerances: Any) -> None:
+        """Let the rounds end at the first look when the change is already clear (``gates.paired.clearly_within``):
+        ``ours_per_s`` is this side's throughput per round as the runner logs it."""
+        self._ours_per_s, self._tolerances = ours_per_s, tolerances
+
+    def _clear_after(self, rounds: int) -> bool:
+        from pytest_tfperf.gates.paired import FIRST_LOOK_ROUNDS, clearly_within
+
+        if rounds != FIRST_LOOK_ROUNDS or self._tolerances is None or self.dropped is not None:
+            return False
+        ours, theirs = self._ours_per_s[:rounds], self._theirs_per_s[:rounds]
+        return len(ours) == len(theirs) == rounds and clearly_within(ours, theirs, self._tolerances)
+
+    def _stop_rounds(self) -> None:
+        self._partner.thaw()
+        try:
+            self._channel.send(op="stop")
+        except PartnerError as exc:
+            self.dropped = f"the partner stopped answering at the first look ({exc})"
+            return
+        self.stopped_at = len(self._theirs_per_s)
 
     def await_ready(self) -> str | None:
         """Wait for the partner to be ready (once): None, or why it cannot measure (the pairing is then dropped,
@@ -390,6 +421,9 @@ class PairedRun:
             text = answer.get("text", answer)
             self.dropped = f"the partner's measurement failed in round {index + 1}: {text}"
             return
+        per_s = answer.get("per_s")
+        if isinstance(per_s, (int, float)):
+            self._theirs_per_s.append(float(per_s))
         self._rounds_done += 1
 
     def finish(self, completed: bool) -> Measurement:
@@ -491,6 +525,7 @@ class PartnerServer:
         self.request: Request | None = None
         self._exit = False  # "exit" came while a test was held
         self._frozen = False  # the coordinator is stopped by this session
+        self.rounds_log: list[float] = []  # this side's throughput per round (the runner's ``rounds_log``)
 
     @classmethod
     def from_environment(cls) -> PartnerServer:
@@ -533,18 +568,21 @@ class PartnerServer:
 
     # Called by the partner session's measuring code.
 
-    def pace(self, event: str, index: int) -> None:
+    def pace(self, event: str, index: int) -> bool | None:
         if event == "ready":
             self._answer(op="ready")
         elif event == "before":
             message = self.channel.receive(None)
+            if message.get("op") == "stop":
+                return True  # the coordinator's first look: the change is clear, the rounds end here
             if message.get("op") != "round" or message.get("index") != index:
                 raise PartnerError(f"stopped by the coordinator ({message.get('op')})")
             if self.request is not None and self.request.freeze:
                 self._frozen = freeze.stop(self.request.freeze)
         elif event == "after":
             self._thaw_coordinator()
-            self.channel.send(op="done", index=index)
+            self.channel.send(op="done", index=index, per_s=self.rounds_log[-1] if self.rounds_log else None)
+        return None
 
     def _thaw_coordinator(self) -> None:
         if self._frozen and self.request is not None:

@@ -99,16 +99,18 @@ class TfPerfSession:
         if self.partner_server is not None and self.partner_server.request is not None:
             return self._measure_for_partner(fx, workloads, mode, settings)
 
-        def measure_once(pace: Callable[[str, int], None] | None = None) -> dict[str, Measurement]:
+        def measure_once(pace: Callable[[str, int], bool | None] | None = None,
+                         rounds_log: list[float] | None = None) -> dict[str, Measurement]:
             raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
-                                  watch=settings.stall.enabled, pace=pace)
+                                  watch=settings.stall.enabled, pace=pace, rounds_log=rounds_log)
             return {name: self._build(fx._variant_id(name), mode, raw, workloads[name]) for name, raw in raws.items()}
 
         ours, theirs, against_note = None, None, None
         if self.config.against and reference is None and len(workloads) == 1 and options.gate:
             settings = _paired_settings(settings)
             ours, theirs, against_note = self._measure_beside_partner(
-                fx._node_id, settings, measure_once, fallback="judged as without --tfperf-against")
+                fx._node_id, settings, measure_once, fallback="judged as without --tfperf-against",
+                tolerances=self._tolerances(options))
         measured = ours if ours is not None else measure_once()
         against = theirs is not None
         if theirs is not None:
@@ -329,13 +331,12 @@ class TfPerfSession:
 
         return against.confirm(self, test_id, settings)
 
-    def _measure_beside_partner(
-        self, test_id: str, settings: RunSettings,
-        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
-    ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
+    def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Any, *, fallback: str,
+                                tolerances: Any = None,
+                                ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
         from pytest_tfperf.session import against
 
-        return against.measure_beside(self, test_id, settings, measure_once, fallback=fallback)
+        return against.measure_beside(self, test_id, settings, measure_once, fallback=fallback, tolerances=tolerances)
 
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, Workload], mode: str,
                              settings: RunSettings) -> dict[str, Measurement]:
@@ -351,8 +352,10 @@ class TfPerfSession:
                                        budget_s=request.budget_s)
         # Only the timed rounds are paired: the dataset-alone and step-alone phases would keep the coordinator
         # waiting for figures it does not judge.
+        server.rounds_log = []
         raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
-                              watch=settings.stall.enabled, pace=server.pace, split_input=False)
+                              watch=settings.stall.enabled, pace=server.pace, split_input=False,
+                              rounds_log=server.rounds_log)
         measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
         server.send_result(list(measured.values()))
         server.hold(lambda message: self._profile_for_coordinator(workloads, message, measured))

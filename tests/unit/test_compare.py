@@ -448,3 +448,17 @@ if __name__ == "__main__":  # pragma: no cover - figures for the report, not a t
             lo, hi = wilson_interval(hits, n)
             cells.append(f"x{factor:.2f}: {hits / n:6.1%} [{lo:.1%}-{hi:.1%}]")
         print(f"{label:38s} " + "  ".join(cells))
+
+
+def test_the_first_look_ends_the_rounds_only_when_the_change_is_surely_within_the_threshold() -> None:
+    from pytest_tfperf.gates.paired import FIRST_LOOK_ROUNDS, clearly_within
+
+    tol = Tolerances()
+    same = [100.0 * (1.0 + 0.004 * ((i * 7) % 5 - 2)) for i in range(FIRST_LOOK_ROUNDS)]
+    base = [100.0] * FIRST_LOOK_ROUNDS
+    assert clearly_within(same, base, tol)
+    assert not clearly_within(same[:-1], base[:-1], tol)  # before the look: never
+    assert not clearly_within([v * 0.92 for v in same], base, tol)  # 8% slower: a regression may come of it
+    assert not clearly_within([v * 1.12 for v in same], base, tol)  # 12% faster: an improvement may
+    noisy = [100.0 * (1.0 + 0.3 * ((i * 7) % 5 - 2)) for i in range(FIRST_LOOK_ROUNDS)]
+    assert not clearly_within(noisy, base, tol)  # too spread to be sure of anything

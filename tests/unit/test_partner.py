@@ -434,3 +434,33 @@ def test_a_partner_that_cannot_measure_the_test_drops_the_pairing_without_raisin
     assert run.never_started and run.dropped == "there is no test t.py::test_a"
     with pytest.raises(PartnerError, match="there is no test"):
         run.finish(True)
+
+
+def test_the_first_look_ends_both_sides_rounds_when_the_change_is_clear() -> None:
+    from pytest_tfperf.gates.paired import FIRST_LOOK_ROUNDS
+    from pytest_tfperf.gates.verdict import Tolerances
+
+    n = FIRST_LOOK_ROUNDS
+    channel = ScriptedChannel([{"op": "done", "index": i, "per_s": 100.0 + 0.1 * (i % 3)} for i in range(n)])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    ours: list[float] = []
+    run.look(ours, Tolerances())
+    ended = None
+    for r in range(n):  # as the runner calls it, logging this side's rounds
+        run.pace("before", r)
+        ours.append(100.0 + 0.1 * ((r + 1) % 3))
+        ended = run.pace("after", r)
+        if r < n - 1:
+            assert not ended
+    assert ended is True and run.stopped_at == n
+    assert channel.sent[-1] == {"op": "stop"}  # the partner ends its rounds too
+
+
+def test_without_a_look_the_rounds_run_to_the_end() -> None:
+    from pytest_tfperf.gates.paired import FIRST_LOOK_ROUNDS
+
+    n = FIRST_LOOK_ROUNDS
+    channel = ScriptedChannel([{"op": "done", "index": i, "per_s": 100.0} for i in range(n)])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    assert not any(run.pace("before", r) or run.pace("after", r) for r in range(n))
+    assert {"op": "stop"} not in channel.sent

@@ -45,7 +45,7 @@ def test_a_borderline_verdict_is_looked_at_again_beside_the_same_partner_and_poo
     s = session()
     calls: list[dict[str, Any]] = []
 
-    def beside(test_id: str, settings: Any, measure_once: Any, *, fallback: str) -> Any:
+    def beside(test_id: str, settings: Any, measure_once: Any, *, fallback: str, tolerances: Any = None) -> Any:
         calls.append({"test_id": test_id, "fallback": fallback})
         return {"": measurement([1.0] * 20)}, THEIRS, None  # the second look: unchanged
 
