@@ -63,8 +63,9 @@ def cont(pid: int) -> None:
 
 # The guard: a partner stops this process for each of its rounds and lets it run again after. A partner that dies
 # (killed, out of memory, a crash in TensorFlow) before it does would leave this process stopped for good, and the
-# CI job hanging; so a small process of its own, started beside each partner, watches both and lets this one run
-# when it is stopped while its partner is gone or stopped too. It reads two /proc files ten times a second.
+# CI job hanging; so a small process of its own, started beside each partner, lets this one run when it is stopped
+# while that partner is gone. (A stopped partner is no sign: while one partner of a confirmation runs its round,
+# the other is stopped, and so is this process.) It reads two /proc files ten times a second.
 _GUARD = """
 import os, signal, sys, time
 coordinator, partner = int(sys.argv[1]), int(sys.argv[2])
@@ -75,10 +76,10 @@ def state(pid):
         return ""
     return text[text.rfind(")") + 2:][:1]
 while state(coordinator) not in ("", "Z"):
-    if state(coordinator) in ("T", "t") and state(partner) in ("", "Z", "T", "t"):
-        time.sleep(0.5)  # a partner between stopping this process and its round, or just done: look again
-        if state(coordinator) in ("T", "t") and state(partner) in ("", "Z", "T", "t"):
+    if state(partner) in ("", "Z"):
+        if state(coordinator) in ("T", "t"):
             os.kill(coordinator, signal.SIGCONT)
+        break
     time.sleep(0.1)
 """
 

@@ -53,6 +53,10 @@ def test_the_guard_lets_a_stopped_coordinator_run_when_its_partner_dies() -> Non
         assert freeze.stop(coordinator.pid)
         time.sleep(1.0)
         assert freeze._state(coordinator.pid) == "T"  # the partner lives: its round may be long, nothing is done
+        assert freeze.stop(partner.pid)
+        time.sleep(1.0)
+        assert freeze._state(coordinator.pid) == "T"  # a stopped partner (the other one of a pair runs): nothing
+        freeze.cont(partner.pid)
         partner.kill()
         partner.wait()
         assert wait_for(lambda: freeze._state(coordinator.pid) in ("S", "R"))
