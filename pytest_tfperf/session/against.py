@@ -6,7 +6,9 @@ speed for as long as they live, so that evidence from one pair of processes,
 however many rounds, is evidence about that pair. The plan:
 
 1. First look: this process and the partner, 20 rounds each, in turns (ABBA),
-   each side stopped while the other is timed (``session.freeze``).
+   each side stopped while the other is timed (``session.freeze``); after
+   10 rounds a side the rounds end when the change is already surely within
+   the threshold (``gates.paired.clearly_within``, a futility look).
 2. Second look, only when the first is borderline: 20 more rounds beside the
    same partner process, judged pooled.
 3. A throughput regression from either look fails the test only when two
@@ -29,6 +31,8 @@ from pytest_tfperf.session.outcome import Outcome, borderline
 
 # The session's measurement with a partner's pace hook and a log of this side's throughput per round.
 Measure = Callable[[Callable[[str, int], bool | None] | None, list[float] | None], dict[str, Measurement]]
+# A measurement beside the partner: (ours, theirs, a notice): see measure_beside.
+Beside = tuple[dict[str, Measurement] | None, Measurement | None, str | None]
 
 
 class TfPerfSession(Protocol):
@@ -44,8 +48,7 @@ class TfPerfSession(Protocol):
     def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome: ...
 
     def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Measure, *,
-                                fallback: str, tolerances: Any = None) -> tuple[dict[str, Measurement] | None, Measurement | None,
-                                                        str | None]: ...
+                                fallback: str, tolerances: Any = None) -> Beside: ...
 
     def _tolerances(self, options: MarkerOptions) -> Any: ...
 
@@ -59,8 +62,7 @@ def throughput_regressed(o: Outcome) -> bool:
 
 
 def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
-          options: MarkerOptions, settings: RunSettings,
-          measure_once: Measure) -> Outcome:
+          options: MarkerOptions, settings: RunSettings, measure_once: Measure) -> Outcome:
     """The paired verdict against the partner's figures, in up to two looks, confirmed before it fails a test.
 
     Borderline evidence is measured once more beside the same partner
@@ -78,9 +80,9 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
 
     outcome = session._evaluate_against(measured[name], theirs, options)
     if borderline(outcome) and not throughput_regressed(outcome):
-        ours, theirs_again, note = session._measure_beside_partner(test_id, settings, measure_once,
-                                                                fallback="the first measurement decided",
-                                                                tolerances=session._tolerances(options))
+        ours, theirs_again, note = session._measure_beside_partner(
+            test_id, settings, measure_once, fallback="the first measurement decided",
+            tolerances=session._tolerances(options))
         if ours is None or theirs_again is None:
             outcome.notices.append(f"{note} (a second look because the first verdict was borderline)")
             return outcome
@@ -115,8 +117,9 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
     measured[name] = confirmation[0]
     return again
 
+
 def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
-                     ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
+            ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
     """Measure the test in a fresh process of this tree beside a fresh partner, rounds in turns (ABBA):
     ((ours, theirs), None), or (None, why not)."""
     from pytest_tfperf.session.partner import Partner
@@ -128,7 +131,7 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
         invocation_dir, args = session.invocation
         root = Path(session.rootdir)
         session._own_partner = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
-                                    test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0)
+                                       test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0)
     else:
         session._own_partner.restart()
     try:  # both set up and warm up at once; nothing is timed before both are ready
@@ -155,10 +158,9 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
         return None, str(exc)
     return (ours, theirs), None
 
-def measure_beside(
-    session: TfPerfSession, test_id: str, settings: RunSettings,
-    measure_once: Measure, *, fallback: str, tolerances: Any = None,
-) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
+
+def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, measure_once: Measure, *,
+                   fallback: str, tolerances: Any = None) -> Beside:
     """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
 
     Ours is None when the partner could not even be asked (measure alone
