@@ -96,8 +96,8 @@ def make_repo(repo: Path) -> None:
 
 def run(repo: Path, explain: bool) -> dict[str, object]:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", "--tfperf-against=HEAD~1"]
-    if explain:
-        command.append("--tfperf-explain")
+    # explanations are on by default: the arm without them says so
+    command.append("--tfperf-explain" if explain else "--no-tfperf-explain")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=900)

@@ -110,7 +110,8 @@ def run_session(change: Path, baseline: Path, out: Path, budget_s: float) -> tup
 
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tfperf",
            f"--tfperf-against={baseline}", f"--tfperf-budget={budget_s}", f"--tfperf-json={out}",
-           "--tfperf-baseline-dir=no-baselines"]
+           "--tfperf-baseline-dir=no-baselines",
+           "--no-tfperf-explain"]  # the gate's verdicts and time alone, as published (explanations are on by default)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=change, env=env, capture_output=True, text=True)

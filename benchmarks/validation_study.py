@@ -348,6 +348,7 @@ def run_session(work: Path, plan: Plan, timeline: CpuTimeline, *, targets: Seque
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tfperf",
            f"--tfperf-budget={plan.budget_s}", f"--tfperf-rounds={plan.rounds}",
            "--tfperf-baseline-dir=baselines", f"--tfperf-json={json_path}",
+           "--no-tfperf-explain",  # the gate's verdicts and time alone, as published (explanations are on by default)
            *[f"{MODULE_NAME}.py::{t}" for t in targets]]
     if update:
         cmd.append("--tfperf-update")

@@ -85,9 +85,11 @@ class SessionConfig:
     # Markdown summary; or why none was found, when the stored gate judges instead (said in every report).
     against_found: str | None = None
     against_fallback: str | None = None
-    # --tfperf-explain: a failed throughput verdict gets a profiled pass of each side and the change attributed
-    # to ops and tf.data stages (session.explain); never inside the timed rounds, nothing on a passing run.
-    explain: bool = False
+    # A failed throughput (or TF-allocator) verdict gets a profiled pass of each side and the change attributed
+    # to ops and tf.data stages (session.explain); never inside the timed rounds, nothing on a passing run. On by
+    # default: a red test is where the user wants the answer, and it costs nothing on green ones
+    # (--no-tfperf-explain or ini tfperf_explain = false turn it off).
+    explain: bool = True
 
 
 # Marker arguments, their types and what they mean. Kept as data so that the

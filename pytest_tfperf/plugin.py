@@ -77,11 +77,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "reliable gate on a noisy machine. auto: the merge base with the pull request's target "
                          "(GitHub Actions, GitLab), else with the upstream or origin/main")
     group.addoption("--tfperf-explain", action="store_true", default=None,
-                    help="explain a throughput regression from TensorFlow's profiler: profile both sides after "
-                         "the measurement (never in the timed rounds) and say which ops or tf.data stages moved, "
-                         "and which ops a TF allocator peak grew by "
-                         "(default: ini tfperf_explain or false); with --tfperf-update, store each test's "
-                         "compact profile in its baseline")
+                    help="explain a failed throughput or memory verdict from TensorFlow's profiler: profile both "
+                         "sides after the measurement (never in the timed rounds, never on a passing test) and "
+                         "say which ops or tf.data stages moved; with --tfperf-update, store each test's compact "
+                         "profile in its baseline (default: on, unless ini tfperf_explain = false)")
+    group.addoption("--no-tfperf-explain", action="store_false", dest="tfperf_explain", default=None,
+                    help="no profiled pass and no explanation, for a failed verdict or a refresh")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
                     help="longest an iteration may run before it fails as stalled (default 300)")
     group.addoption("--tfperf-no-watchdog", action="store_true", default=False,
@@ -91,8 +92,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_rounds", "timed rounds per benchmark", default="5")
     parser.addini("tfperf_throughput_gate", "warn or fail on a stored-baseline throughput regression",
                   default="fail")
-    parser.addini("tfperf_explain", "explain throughput regressions from a profiled pass of each side",
-                  type="bool", default=False)
+    parser.addini("tfperf_explain", "explain a failed verdict from a profiled pass of each side (default true)",
+                  type="bool", default=True)
     parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
 
 
@@ -285,7 +286,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         # pytest's own faulthandler timer is the same single timer: leave it alone when set.
         hard_exit=not float(config.getini("faulthandler_timeout") or 0),
         against=None if quiet else opt("--tfperf-against"),
-        explain=bool(opt("--tfperf-explain") if opt("--tfperf-explain") is not None
+        explain=bool(opt("tfperf_explain") if opt("tfperf_explain") is not None
                      else config.getini("tfperf_explain")),
     )
 

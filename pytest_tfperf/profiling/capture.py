@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_tfperf.profiling import bounded
 from pytest_tfperf.profiling.budget import PassPlan, SideCost, plan_pass, window_deadline_s
 from pytest_tfperf.profiling.model import Profile
 from pytest_tfperf.profiling.xspace import (
@@ -39,7 +41,12 @@ from pytest_tfperf.profiling.xspace import (
 DEFAULT_WINDOWS = 5
 DEFAULT_ITERATIONS = 10
 DEFAULT_PARSE_TIMEOUT_S = 60.0
+# The longest ``tf.profiler.experimental.stop()`` may take (collecting and writing the profile; 0.3 s for 3.5 MiB
+# here). Past it the pass has no profile, and no pass starts in this process while that stop still runs: it holds
+# TensorFlow's profiler lock, and a ``start`` would wait on it for ever.
+DEFAULT_STOP_TIMEOUT_S = 60.0
 DEFAULT_MAX_BYTES = 256 * 2**20
+NOT_LOADED = "the test did not load TensorFlow: its profiler has nothing to see"
 # The calibration session profiles a quarter of each side's window (at least one call): enough events to
 # measure its events and time per call, a few % of the pass.
 CALIBRATION_SHARE = 4
@@ -77,19 +84,21 @@ def profile_step(step: Callable[[], Any], logdir: str | Path, *, name: str = "st
                  windows: int = DEFAULT_WINDOWS, iterations: int = DEFAULT_ITERATIONS, warmup: int = 1,
                  top: int = 30, host_tracer_level: int = 2, parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S,
                  max_bytes: int = DEFAULT_MAX_BYTES, budget_s: float | None = None,
-                 min_windows: int | None = None) -> ProfileOutcome:
+                 min_windows: int | None = None, stop_timeout_s: float | None = None) -> ProfileOutcome:
     """Profile ``windows`` windows of ``iterations`` calls of ``step`` (after ``warmup`` unprofiled calls);
     with ``budget_s``, the whole pass within it (see ``profile_steps``)."""
     return profile_steps({name: step}, logdir, windows=windows, iterations=iterations, warmup=warmup, top=top,
                          host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s,
-                         max_bytes=max_bytes, budget_s=budget_s, min_windows=min_windows)[name]
+                         max_bytes=max_bytes, budget_s=budget_s, min_windows=min_windows,
+                         stop_timeout_s=stop_timeout_s)[name]
 
 
 def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *, windows: int = DEFAULT_WINDOWS,
                   iterations: int | Mapping[str, int] = DEFAULT_ITERATIONS, warmup: int = 1,
                   settle: int | Mapping[str, int] = 0, top: int = 30, host_tracer_level: int = 2,
                   parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S, max_bytes: int = DEFAULT_MAX_BYTES,
-                  budget_s: float | None = None, min_windows: int | None = None) -> dict[str, ProfileOutcome]:
+                  budget_s: float | None = None, min_windows: int | None = None,
+                  stop_timeout_s: float | None = None) -> dict[str, ProfileOutcome]:
     """Profile several steps (the sides of a comparison) in ONE profiler session, their windows alternating.
 
     Round ``r`` runs one window of each side, in the given order on even
@@ -114,6 +123,11 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
     ran. The calibration's own profile is deleted. With a budget the warm-up
     runs after the calibration, just before the windows, and at most a
     window's worth of calls (the calibration's calls warm the step first).
+
+    Stopping the profiler waits at most ``stop_timeout_s`` (default
+    ``DEFAULT_STOP_TIMEOUT_S``) and reading the profile at most
+    ``parse_timeout_s`` (``profiling.bounded``); past either the pass has no
+    profile and its reason says so.
     """
     if not steps:
         raise ValueError("no step to profile")
@@ -140,11 +154,14 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
         tf = _profiler_module()
     except ProfileUnavailable as exc:
         return every(str(exc))
+    stuck = _stuck_stop()
+    if stuck is not None:
+        return every(stuck)
     deadline = None
     if budget_s is not None:
         calibrating = time.monotonic()
         planned = _calibrate(tf, steps, counts, settles, host_tracer_level=host_tracer_level,
-                             parse_timeout_s=parse_timeout_s, max_bytes=max_bytes)
+                             parse_timeout_s=parse_timeout_s, max_bytes=max_bytes, stop_timeout_s=stop_timeout_s)
         extra["seconds_calibration"] = time.monotonic() - calibrating
         if isinstance(planned, str):
             return every(planned)
@@ -190,7 +207,7 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
             last_round = time.monotonic() - round_started
     finally:
         stopping = time.monotonic()
-        stop_error = _stop(tf)
+        stop_error = _stop(tf, stop_timeout_s)
     extra["windows_run"] = ran
     timings = {"seconds_windows": stopping - windows_started, "seconds_stop": time.monotonic() - stopping}
     if stop_error:
@@ -230,7 +247,7 @@ def profile_pipeline(dataset: Iterable[Any], logdir: str | Path, *, name: str = 
 
 def _calibrate(tf: Any, steps: Mapping[str, Callable[[], Any]], counts: Mapping[str, int],
                settles: Mapping[str, int], *, host_tracer_level: int, parse_timeout_s: float,
-               max_bytes: int) -> tuple[dict[str, SideCost], float] | str:
+               max_bytes: int, stop_timeout_s: float | None = None) -> tuple[dict[str, SideCost], float] | str:
     """A short profiler session (one window of a quarter of each side's iterations) in a folder of its own,
     deleted after: each side's time and host events per call, and the seconds one event costs to stop the
     profiler and read the profile. The reason there is none, in one line, on profiler trouble."""
@@ -253,15 +270,18 @@ def _calibrate(tf: Any, steps: Mapping[str, Callable[[], Any]], counts: Mapping[
                         step()
         finally:
             stopping = time.monotonic()
-            stop_error = _stop(tf)
+            stop_error = _stop(tf, stop_timeout_s)
         if stop_error:
             return stop_error
         files = _xplane_files(folder)
         if not files:
             return f"the profiler wrote no .xplane.pb (calibration session, under {folder})"
         try:
-            seen = window_costs(load_xspace(files[-1], max_bytes=max_bytes),
-                                deadline=time.monotonic() + parse_timeout_s)
+            seen = bounded.in_child(lambda: window_costs(load_xspace(files[-1], max_bytes=max_bytes),
+                                                         deadline=time.monotonic() + parse_timeout_s),
+                                    parse_timeout_s, "reading the calibration profile")
+        except bounded.DeadlineExceeded as exc:
+            return f"calibration session: {exc}"
         except ProfileUnavailable as exc:
             return f"calibration session: {exc}"
         except Exception as exc:  # noqa: BLE001 - a malformed profile is profiler trouble, not the test's
@@ -280,10 +300,11 @@ def _calibrate(tf: Any, steps: Mapping[str, Callable[[], Any]], counts: Mapping[
 
 
 def _profiler_module() -> Any:
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise ProfileUnavailable(f"TensorFlow is not importable ({exc})") from None
+    # A test that never imported TensorFlow ran no op its profiler could see: importing it now would only cost
+    # seconds (explanations are on by default, and a suite may gate plain Python too).
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        raise ProfileUnavailable(NOT_LOADED)
     experimental = getattr(getattr(tf, "profiler", None), "experimental", None)
     if experimental is None or not all(hasattr(experimental, a) for a in ("start", "stop", "Trace", "ProfilerOptions")):
         raise ProfileUnavailable("this TensorFlow has no tf.profiler.experimental (start, stop, Trace)")
@@ -298,12 +319,34 @@ def _start_failure(exc: Exception) -> str:
     return f"the profiler did not start: {kind}: {message}"
 
 
-def _stop(tf: Any) -> str | None:
+# The thread of a ``stop()`` that did not return in time: while it runs, TensorFlow's profiler lock is held.
+_stuck: dict[str, Any] = {}
+
+
+def _stop(tf: Any, timeout_s: float | None = None) -> str | None:
+    # Read at each call, not bound as a default: a test (or a caller) may lower it.
+    timeout_s = DEFAULT_STOP_TIMEOUT_S if timeout_s is None else timeout_s
     try:
-        tf.profiler.experimental.stop()
+        _, thread = bounded.in_thread(tf.profiler.experimental.stop, timeout_s, "profiler-stop")
     except Exception as exc:  # noqa: BLE001
         return f"the profiler did not stop cleanly: {type(exc).__name__}: {str(exc).strip()[:200]}"
+    if thread is not None:
+        _stuck.update(thread=thread, timeout_s=timeout_s)
+        return (f"stopping the profiler took longer than {timeout_s:g} s (tf.profiler.experimental.stop() "
+                "had not returned; no profile)")
     return None
+
+
+def _stuck_stop() -> str | None:
+    """Why no pass may start: an earlier ``stop()`` that did not return in time still runs (None once it ended)."""
+    thread = _stuck.get("thread")
+    if thread is None:
+        return None
+    if not thread.is_alive():
+        _stuck.clear()
+        return None
+    return (f"an earlier tf.profiler.experimental.stop() has not returned (past its {_stuck['timeout_s']:g} s); "
+            "no profiler session can start in this process until it does")
 
 
 def _xplane_files(logdir: Path) -> list[Path]:
@@ -318,13 +361,19 @@ def _read(logdir: Path, before: set[Path], *, iterations: Mapping[str, int], top
     if not new:
         return None, f"the profiler wrote no .xplane.pb under {logdir}/plugins/profile", None
     path = max(new, key=lambda p: p.stat().st_mtime)
-    deadline = time.monotonic() + parse_timeout_s
-    try:
+
+    def read() -> dict[str, Profile]:
+        deadline = time.monotonic() + parse_timeout_s
         space = load_xspace(path, max_bytes=max_bytes)
         if time.monotonic() > deadline:
             raise ProfileUnavailable(f"parsing {path.name} took longer than {parse_timeout_s:.0f} s")
-        profiles = summarise_sides(space, iterations=iterations, top=top, deadline=deadline, logdir=str(logdir),
-                                   host_tracer_level=host_tracer_level)
+        return summarise_sides(space, iterations=iterations, top=top, deadline=deadline, logdir=str(logdir),
+                               host_tracer_level=host_tracer_level)
+
+    try:
+        profiles = bounded.in_child(read, parse_timeout_s, f"reading {path.name}")
+    except bounded.DeadlineExceeded as exc:
+        return None, f"{exc} (the profile is kept: tensorboard --logdir {logdir})", str(path.parent)
     except ProfileUnavailable as exc:
         return None, str(exc), str(path.parent)
     except Exception as exc:  # noqa: BLE001 - a malformed profile is profiler trouble, not the test's

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_tfperf.profiling import bounded
 from pytest_tfperf.profiling.names import layer_scope, op_family, parse_op, strip_counter
 from pytest_tfperf.profiling.xspace import HOST_PLANE, WINDOW_MARKER, ProfileUnavailable, load_xspace
 
@@ -220,10 +221,16 @@ def memory_from_logdir(logdir: str | Path, *, max_bytes: int = 256 * 2**20, time
     if not found:
         return None, f"no .xplane.pb under {logdir}"
     path = Path(max(found, key=lambda p: Path(p).stat().st_mtime))
-    try:
+
+    def read() -> MemoryProfile:
         space = load_xspace(path, max_bytes=max_bytes)
         return read_memory(space, deadline=time.monotonic() + timeout_s, logdir=str(logdir), side=side,
-                           device=device), None
+                           device=device)
+
+    try:  # the parse holds the GIL: only a child process it runs in can be stopped at the deadline
+        return bounded.in_child(read, timeout_s, f"reading {path.name}"), None
+    except bounded.DeadlineExceeded as exc:
+        return None, str(exc)
     except ProfileUnavailable as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - a malformed profile is profiler trouble, never the test's

@@ -199,8 +199,11 @@ def _explanation(x: ExplanationView) -> str:
     title = "Where the memory went" if x.what == "memory" else "Where the time went"
     per = "" if x.unit == "bytes" else "/iteration"
     if x.reason is not None:
-        return f'<div class="msg explain" data-explain="{x.what}"><b>{title}:</b> {_e(x.reason)}</div>'
+        return (f'<div class="msg explain" data-explain="{x.what}"><b>{title}:</b> {_e(x.reason)}</div>'
+                + "".join(f'<p class="note">{_e(n)}</p>' for n in x.notes))
     head = f'<h4 data-explain="{x.what}">{title}: {_e(_amount(x.measured, x.unit))}{per} measured</h4>'
+    if x.headline:  # the answer first: the cause behind the symptom, or the hint with its share
+        head += f'<p class="answer" data-explain-headline="{x.what}"><b>{_e(x.headline)}</b></p>'
     rows = "".join(
         f'<tr><td data-label="group">{_e(p.group)}</td><td data-label="how">{_e(p.how)}</td>'
         f'<td class="num" data-label="change">{_e(_amount(p.delta, x.unit))}</td>'

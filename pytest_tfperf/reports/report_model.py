@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_tfperf import stats
 from pytest_tfperf.reports.effect_lines import EffectRow, as_float, effect_row
+from pytest_tfperf.reports.explain_headline import headline
 from pytest_tfperf.storage.history import HistoryRow, measurement_metrics
 from pytest_tfperf.model import Measurement, MemorySource
 from pytest_tfperf.reports.shards import ShardedResults, ShardedTest
@@ -163,6 +164,7 @@ class ExplanationView:
     notes: tuple[str, ...]  # what the table does not hold: the stage behind a wait, "nothing moved"
     commands: tuple[tuple[str, str], ...]  # (side, "tensorboard --logdir ...")
     reason: str | None  # why there is no explanation
+    headline: str = ""  # the answer, first: the cause (``explain_headline``), not the symptom
 
 
 def explanation_views(data: Mapping[str, Any] | None) -> tuple[ExplanationView, ...]:
@@ -187,7 +189,8 @@ def _explanation_view(data: Mapping[str, Any], what: str) -> ExplanationView | N
             reason = lines[0] if isinstance(lines, list) and lines else None
         if reason is None:
             return None
-        return ExplanationView(what, unit, None, (), (), (), str(reason))
+        cost = tuple(str(c) for c in data.get("cost") or [])  # a pass over its budget, said even without a profile
+        return ExplanationView(what, unit, None, (), cost, (), str(reason))
     parts = []
     factor_delta = as_float(data.get("common_factor" + suffix))
     factor = as_float(data.get("common_factor"))
@@ -217,11 +220,15 @@ def _explanation_view(data: Mapping[str, Any], what: str) -> ExplanationView | N
         if isinstance(stage, Mapping) and stage.get("label"):
             was, now = (("parallel" if stage.get(k) else "sequential") for k in ("base_parallel", "current_parallel"))
             notes.append(f"tf.data runs differently: {stage['label']} {now}, was {was}")
+    notes += [str(c) for c in data.get("cost") or []]
     commands = tuple((side, f"tensorboard --logdir {data[key]}")
                      for side, key in (("baseline", "base_logdir"), ("current", "current_logdir"))
                      if isinstance(data.get(key), str) and data[key])
+    if isinstance(data.get("baseline_profile_command"), str):  # the stored baseline's raw profile is elsewhere
+        commands += (("baseline: its raw profile is not in this checkout; profiles both sides here",
+                      data["baseline_profile_command"]),)
     return ExplanationView(what, unit, as_float(data.get("measured" + suffix)), tuple(parts), tuple(notes),
-                           commands, None)
+                           commands, None, headline(data) if what == "time" else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -296,7 +296,9 @@ class StepRunner:
             if code != 0:
                 last = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "no output")
                 return Judgement("skip", reason=f"does not build: the build command exited {code}: {last.strip()[:200]}")
-        with self._session(tree, self.good_tree) as (code, out, results):
+        # A search step only needs the verdict: explanations (on by default) would profile every red step; the
+        # one explained step comes after (``explain``). The ini form, which every version reads, not the option.
+        with self._session(tree, self.good_tree, extra=("-o", "tfperf_explain=false")) as (code, out, results):
             if code in _NOT_COLLECTED or not results.exists():
                 why = _NOT_COLLECTED.get(code, f"exit {code}, no results written")
                 return Judgement("skip", reason=f"the selected tests do not exist or do not import here "

@@ -1,6 +1,7 @@
-"""``--tfperf-explain``: a failed throughput verdict explained from a profiled pass of each side.
+"""Explanations (on by default, ``--no-tfperf-explain`` turns them off): a failed verdict explained from a
+profiled pass of each side.
 
-Runs only when asked and only after a throughput verdict regressed: the timed
+Runs only after a throughput (or TF-allocator) verdict failed, never on a passing test: the timed
 rounds are over by then, so the profiler (about 20% on a step, see
 ``profiling.capture``) never shows in what was measured. Each side gets its own
 pass under ``<rootdir>/.tfperf/profiles/<test>/<side>/``, where
@@ -13,15 +14,18 @@ and reading the profile will cost and cuts the windows to fit (``profiling.budge
 
 Trouble never changes the verdict or fails the test: a profile that cannot be
 taken (another profiler session, no profiler, a step that raises in the pass)
-gives one line saying why there is no explanation.
+gives one line saying why there is no explanation. A pass that went over its
+budget says so in one line (``over_budget``); stopping the profiler and reading
+the profile have hard deadlines (``profiling.bounded``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import shlex
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +43,9 @@ MAX_ITERATIONS = 50
 # How long the coordinator waits for the partner's profiled pass beyond its windows (warm-up, the profiler's stop,
 # reading the profile: capture's parse timeout is 60 s). Past it the partner process is stopped, never waited on.
 PARTNER_PROFILE_SLACK_S = 120.0
-NO_STORED_PROFILE = ("no explanation: the baseline holds no profile; refresh it with "
-                     "--tfperf-update --tfperf-explain")
+NO_STORED_PROFILE = ("no explanation: the baseline holds no profile (refreshed with explanations off, or by an "
+                     "older pytest-tfperf); refresh it with --tfperf-update")
+REFRESH_FOR_PROFILE = "refresh it with --tfperf-update"
 
 # profile_step's signature (step, logdir, *, name, windows, iterations) -> ProfileOutcome; injected in tests.
 Profiler = Callable[..., Any]
@@ -55,28 +60,24 @@ class Explanation:
     lines: tuple[str, ...]
     attribution: Mapping[str, Any] | None = None  # attribution_dict, when there is one
     reason: str | None = None  # why there is no explanation
+    # What the profiled passes cost beyond their budget (the measured rounds), one line each; in ``lines`` too.
+    cost: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        if self.attribution is not None:
-            return dict(self.attribution)
-        return {"lines": list(self.lines), "reason": self.reason}
+        out = dict(self.attribution) if self.attribution is not None else {"lines": list(self.lines),
+                                                                          "reason": self.reason}
+        if self.cost:
+            out["cost"] = list(self.cost)
+        return out
 
     @property
     def headline(self) -> str:
-        """One line for the Markdown summary: the top cause, or why there is none."""
+        """One line for the Markdown summary: the cause (``reports.explain_headline``), or why there is none."""
+        from pytest_tfperf.reports.explain_headline import headline
+
         if self.attribution is None:
             return self.lines[0] if self.lines else ""
-        causes = self.attribution.get("causes") or []
-        if not causes:
-            # On a GPU, the other path's groups (kernels of a host-bound step, launches of a device-bound one)
-            # may have moved while nothing on the step's path did: they are named, said to be off the path.
-            off_path = self.attribution.get("off_path") or []
-            if not off_path:
-                return "no op or stage moved beyond its noise"
-            top = off_path[0]
-            return f"{top['label']} {top['how']} {top['delta_ms']:+.2f} ms/iteration (not on the step's path)"
-        top = causes[0]
-        return f"{top['label']} {top['how']} {top['delta_ms']:+.2f} ms/iteration"
+        return headline(self.attribution)
 
 
 def safe_name(test_id: str) -> str:
@@ -118,10 +119,28 @@ def iterations_for(median_s: float, budget_s: float, windows: int = WINDOWS) -> 
     return max(1, min(MAX_ITERATIONS, int(budget_s / 2 / windows / median_s)))
 
 
+def over_budget(outcome: Any, budget_s: float | None, what: str) -> str | None:
+    """One line when a profiled pass took longer than its budget (``budget_s``, the measured rounds it explains),
+    or when even its smallest plan did not fit in it; None within it or without a budget."""
+    if budget_s is None or not math.isfinite(budget_s) or budget_s <= 0:
+        return None
+    seconds = float(getattr(outcome, "seconds", 0.0) or 0.0)
+    plan = getattr(outcome, "plan", None)
+    too_small = plan is not None and not getattr(plan, "fits", True)
+    if seconds <= budget_s and not too_small:
+        return None
+    why = (f"even {plan.windows} windows of one iteration did not fit" if too_small
+           else "the machine ran slower than its calibration found")
+    return (f"cost: {what} took {seconds:.1f} s, over its budget of {budget_s:.1f} s (the measured rounds' "
+            f"time): {why}")
+
+
 def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: str, iterations: int,
-                 profiler: Profiler | None = None, rounds_s: float | None = None) -> tuple[Profile | None, str | None]:
+                 profiler: Profiler | None = None, rounds_s: float | None = None,
+                 cost: list[str] | None = None) -> tuple[Profile | None, str | None]:
     """One side's profiled pass: (profile, None) or (None, the reason there is none); at most ``rounds_s`` long
-    (the side's measured rounds), ``iterations`` per window at most."""
+    (the side's measured rounds), ``iterations`` per window at most. A pass over that budget adds its line
+    (``over_budget``) to ``cost``."""
     if profiler is None:
         from pytest_tfperf.profiling.capture import profile_step as profiler
     logdir = profile_dir(rootdir, test_id, side)
@@ -133,24 +152,37 @@ def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: st
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the explanation says why it is missing
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return None, f"the {side} side's profiled pass raised {type(exc).__name__}: {first}"
+    late = over_budget(outcome, rounds_s, f"the {side} side's profiled pass")
+    if late is not None and cost is not None:
+        cost.append(late)
     if outcome.profile is None:
         return None, f"the {side} side could not be profiled: {outcome.reason}"
     return outcome.profile, None
 
 
-def explain(base: Profile | None, current: Profile | None, measured_s: float, why_not: str | None) -> Explanation:
-    """Attribute ``measured_s`` (seconds per iteration, current minus base), or say in one line why not."""
+def explain(base: Profile | None, current: Profile | None, measured_s: float, why_not: str | None,
+            cost: Sequence[str] = (),
+            pointer: Callable[[list[str], dict[str, Any]], list[str]] | None = None) -> Explanation:
+    """Attribute ``measured_s`` (seconds per iteration, current minus base), or say in one line why not.
+    ``cost``: lines saying a profiled pass went over its budget, added last; ``pointer`` rewrites the lines
+    (and the attribution's) where they point at the raw profiles."""
     from pytest_tfperf.profiling.attribution import attribute, attribution_dict, explanation_lines
 
+    cost = tuple(cost)
     if base is None or current is None:
         reason = why_not or "no profile"
-        return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
+        return Explanation(lines=(f"no explanation: {reason}", *(f"  {c}" for c in cost)), reason=reason, cost=cost)
     try:
         att = attribute(base=base, current=current, measured=measured_s)
     except Exception as exc:  # noqa: BLE001 - e.g. a measured change that is not finite
         reason = f"the profiles could not be compared: {type(exc).__name__}: {exc}"
-        return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
-    return Explanation(lines=tuple(explanation_lines(att)), attribution=attribution_dict(att))
+        return Explanation(lines=(f"no explanation: {reason}", *(f"  {c}" for c in cost)), reason=reason, cost=cost)
+    lines = explanation_lines(att)
+    data = attribution_dict(att)
+    if pointer is not None:
+        lines = pointer(lines, data)
+        data["lines"] = list(lines)
+    return Explanation(lines=(*lines, *(f"  {c}" for c in cost)), attribution=data, cost=cost)
 
 
 def explain_pair(test_id: str, reference: Workload, variant: Workload, measured_s: float, median_s: float,
@@ -173,11 +205,12 @@ def explain_pair(test_id: str, reference: Workload, variant: Workload, measured_
     shutil.rmtree(profile_dir(rootdir, test_id, "pair"), ignore_errors=True)  # a folder left by an earlier layout
     iterations = iterations_for(median_s, budget_s)
     half = None if rounds_s is None else rounds_s / 2  # one pass per side: each within half of both rounds
-    base, why = profile_side(reference, rootdir, test_id, "reference", iterations, profiler, half)
+    cost: list[str] = []
+    base, why = profile_side(reference, rootdir, test_id, "reference", iterations, profiler, half, cost)
     current = None
     if base is not None:
-        current, why = profile_side(variant, rootdir, test_id, "variant", iterations, profiler, half)
-    return explain(base, current, measured_s, why)
+        current, why = profile_side(variant, rootdir, test_id, "variant", iterations, profiler, half, cost)
+    return explain(base, current, measured_s, why, cost)
 
 
 def _explain_interleaved(test_id: str, reference: Workload, variant: Workload, measured_s: float, median_s: float,
@@ -202,14 +235,17 @@ def _explain_interleaved(test_id: str, reference: Workload, variant: Workload, m
     base, current = outcomes["reference"].profile, outcomes["variant"].profile
     why = None if base is not None and current is not None else \
         f"the pair could not be profiled: {outcomes['reference'].reason}"
-    return explain(base, current, measured_s, why)
+    late = over_budget(outcomes["reference"], rounds_s, "the pair's profiled pass")
+    return explain(base, current, measured_s, why, () if late is None else (late,))
 
 
 def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workload: Workload, measured_s: float,
                    median_s: float, budget_s: float, rootdir: str | Path, *,
-                   profiler: Profiler | None = None, rounds_s: float | None = None) -> Explanation:
+                   profiler: Profiler | None = None, rounds_s: float | None = None,
+                   commit: str = "") -> Explanation:
     """A stored-baseline regression: profile the current side (within ``rounds_s``, its measured rounds) and
-    attribute against the baseline's profile."""
+    attribute against the baseline's profile. ``commit``: the one the baseline was refreshed at, when known
+    (for the command that profiles both sides where the baseline's raw profile is absent)."""
     from pytest_tfperf.profiling.model import ProfileFormatError
 
     if stored is None:
@@ -217,11 +253,49 @@ def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workl
     try:
         base = Profile.from_dict(stored)
     except ProfileFormatError as exc:
-        reason = f"the baseline's profile cannot be read ({exc}); refresh it with --tfperf-update --tfperf-explain"
+        reason = f"the baseline's profile cannot be read ({exc}); {REFRESH_FOR_PROFILE}"
         return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
+    cost: list[str] = []
     current, why = profile_side(current_workload, rootdir, test_id, "current",
-                                iterations_for(median_s, budget_s), profiler, rounds_s)
-    return explain(base, current, measured_s, why)
+                                iterations_for(median_s, budget_s), profiler, rounds_s, cost)
+    return explain(base, current, measured_s, why, cost,
+                   pointer=_stored_pointer(rootdir, base.logdir, profile_dir(rootdir, test_id, "current"),
+                                           test_id, commit))
+
+
+def baseline_commit(runs: Any) -> str:
+    """The commit a stored baseline was refreshed at (its first run's that says), or "" (``BaselineRuns``)."""
+    for run in getattr(runs, "runs", ()) or ():
+        if getattr(run, "git_commit", ""):
+            return str(run.git_commit)
+    return ""
+
+
+def has_raw_profile(logdir: str | Path) -> bool:
+    return any(Path(logdir).glob("plugins/profile/*/*.xplane.pb"))
+
+
+def _stored_pointer(rootdir: str | Path, stored_logdir: str | None, current: Path, test_id: str,
+                    commit: str) -> Callable[[list[str], dict[str, Any]], list[str]]:
+    """The lines' raw-profile pointer for a stored baseline. Its raw profile stays where the refresh ran
+    (``.tfperf/`` is not committed): when it is not here, say how to profile both sides here instead, beside
+    the baseline's commit (``--tfperf-against``), rather than print a folder that does not exist."""
+    def rewrite(lines: list[str], data: dict[str, Any]) -> list[str]:
+        kept = [line for line in lines if "tensorboard --logdir" not in line]
+        base = Path(rootdir) / stored_logdir if stored_logdir else None
+        if base is not None and has_raw_profile(base):
+            data["base_logdir"] = str(base)
+            return kept + [f"  raw profiles: tensorboard --logdir {base} (baseline), "
+                           f"tensorboard --logdir {current} (current)"]
+        node = shlex.quote(test_id.split("[")[0])
+        against = commit[:12] if commit else "<the baseline's commit>"
+        command = f"pytest --tfperf --tfperf-against={against} {node}"
+        data["base_logdir"] = None
+        data["baseline_profile_command"] = command
+        return kept + [f"  raw profile: tensorboard --logdir {current} (current); the baseline's raw profile is not "
+                       f"in this checkout (.tfperf/ stays where the baseline was refreshed): {command} profiles "
+                       "both sides here"]
+    return rewrite
 
 
 def partner_profile_timeout_s(median_s: float, iterations: int, windows: int = WINDOWS) -> float:
@@ -242,6 +316,8 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
     iterations = iterations_for(median_s, budget_s)
     raw, why = profile_partner(iterations)
     base = None
+    # The partner's own pass over its budget (``_profile_for_coordinator`` sends the line with its profile).
+    cost = [str(raw["cost"])] if isinstance(raw, Mapping) and raw.get("cost") else []
     if raw is not None:
         try:
             base = Profile.from_dict(raw)
@@ -249,10 +325,10 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
             why = f"the partner's profile cannot be read ({exc}); install the same pytest-tfperf for both trees"
     current = None
     if base is not None:
-        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler, rounds_s)
+        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler, rounds_s, cost)
         if why is not None:
             why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
-    return explain(base, current, measured_s, why)
+    return explain(base, current, measured_s, why, [c.replace("the this side", "this side", 1) for c in cost])
 
 
 # -- memory: a TF-allocator peak that regressed, split over the ops whose bytes at the peak moved ----------
@@ -324,8 +400,7 @@ def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | 
         try:
             base = memory_from_dict(stored, None if base_logdir is None else str(base_logdir))
         except MemoryFormatError as exc:
-            return none(f"the baseline's memory profile cannot be read ({exc}); refresh it with --tfperf-update "
-                        "--tfperf-explain")
+            return none(f"the baseline's memory profile cannot be read ({exc}); {REFRESH_FOR_PROFILE}")
     else:
         base, why = memory_from_logdir(base_logdir, side=sides[0] if sides else None,  # type: ignore[arg-type]
                                        device=device)
@@ -336,7 +411,7 @@ def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | 
         return none(f"the current side's profile: {why}")
     if base.allocator and current.allocator and base.allocator != current.allocator:
         return none(f"the baseline's allocations are {base.allocator}'s, the current side's {current.allocator}'s "
-                    "(another device's allocator); refresh the baseline with --tfperf-update --tfperf-explain")
+                    "(another device's allocator); refresh the baseline with --tfperf-update")
     try:
         att = attribute_memory(base, current, measured_bytes)
     except ValueError as exc:

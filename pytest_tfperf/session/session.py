@@ -163,28 +163,34 @@ class TfPerfSession:
     def _explain(self, fx: TfPerf, workloads: dict[str, Workload], measured: dict[str, Measurement],
                  outcomes: dict[str, Outcome], reference: str | None, settings: RunSettings, *,
                  against: bool) -> None:
-        """--tfperf-explain, after the timed rounds (never in them).
+        """Explanations (on unless --no-tfperf-explain), after the timed rounds (never in them).
 
         A refresh profiles each test and keeps the profile for its baseline. A failed throughput verdict is
         explained: a compare() variant against a profiled pass of its reference, a stored regression against
-        the baseline's profile. The verdict stands whatever happens here.
+        the baseline's profile. A passing test is never profiled. The verdict stands whatever happens here.
         """
+        if not self.config.update and not any(o.failed for o in outcomes.values()):
+            return  # a passing test: nothing to profile, nothing to import (a partner waits for its release)
+        from pytest_tfperf.profiling.capture import NOT_LOADED
         from pytest_tfperf.session.explain import (
-            explain_pair, explain_stored, profile_dir, profile_side, rounds_seconds,
+            baseline_commit, explain_pair, explain_stored, profile_dir, profile_side, rounds_seconds,
         )
 
         if self.config.update:
             for name, m in measured.items():
                 if m.timings.iterations <= 1:
                     continue  # not stored either (outputs._update_baselines)
+                cost: list[str] = []
                 profile, why = profile_side(workloads[name], self.rootdir, m.test_id, "baseline",
-                                            _iterations(m, settings), self.profiler, rounds_seconds(m.timings))
+                                            _iterations(m, settings), self.profiler, rounds_seconds(m.timings),
+                                            cost)
+                outcomes[name].notices += [f"{m.test_id}: {line}" for line in cost]
                 if profile is not None:
                     stored = profile.to_dict()
                     # Relative to the rootdir: the baseline is reviewed in git, read on other machines.
                     stored["logdir"] = str(profile_dir(".", m.test_id, "baseline"))
                     self.profiles[m.test_id] = stored
-                else:
+                elif NOT_LOADED not in str(why):  # a test without TensorFlow has no profile to keep: not news
                     outcomes[name].notices.append(f"{m.test_id}: no profile stored in its baseline: {why}")
         for name, o in outcomes.items():
             if not o.throughput_regressed:
@@ -205,7 +211,8 @@ class TfPerfSession:
                                                measured_s=o.measurement.median_s - baseline.median_s,
                                                median_s=baseline.median_s, budget_s=settings.budget_s,
                                                rootdir=self.rootdir, profiler=self.profiler,
-                                               rounds_s=rounds_seconds(o.measurement.timings))
+                                               rounds_s=rounds_seconds(o.measurement.timings),
+                                               commit=baseline_commit(o.stored[1]))
         for name, o in outcomes.items():
             if o.failed:
                 self._explain_memory(o, name, workloads, measured, reference, settings, against=against)
@@ -213,6 +220,8 @@ class TfPerfSession:
     def _store_memory(self, measured: dict[str, Measurement]) -> None:
         """A refresh under --tfperf-explain: the baseline's allocations by op join its stored profile (``"memory"``,
         a few hundred bytes), so a stored TF-allocator regression can be explained later."""
+        if not self.profiles:
+            return
         from pytest_tfperf.session.explain import profile_dir, stored_memory
 
         for m in measured.values():
@@ -276,7 +285,7 @@ class TfPerfSession:
                                     device=device)
         else:
             memory = explain_memory(None, None, change, "the stored baseline keeps no allocations by op; refresh "
-                                    "it with --tfperf-update --tfperf-explain")
+                                    "it with --tfperf-update")
         o.explanation = with_memory(time, memory)
 
     def _explain_against(self, o: Outcome, workload: Workload, settings: RunSettings) -> Any:
@@ -373,10 +382,14 @@ class TfPerfSession:
         if name not in workloads:
             return {"profile": None, "reason": f"the partner has no variant {name!r}"}
         mine = (measured or {}).get(name)
+        cost: list[str] = []
         profile, why = profile_side(workloads[name], str(message["rootdir"]), str(message["test_id"]),
                                     str(message.get("side", "partner")), int(message["iterations"]), self.profiler,
-                                    None if mine is None else rounds_seconds(mine.timings))
-        return {"profile": None if profile is None else profile.to_dict(), "reason": why}
+                                    None if mine is None else rounds_seconds(mine.timings), cost)
+        data = None if profile is None else profile.to_dict()
+        if data is not None and cost:
+            data["cost"] = cost[0]  # the pass over its budget: said in the coordinator's message (explain_against)
+        return {"profile": data, "reason": why}
 
     def _build(self, test_id: str, mode: str, raw: RawRun, workload: Workload | None = None) -> Measurement:
         from pytest_tfperf.diagnoses import diagnostics

@@ -70,7 +70,8 @@ def profiled(root: Path) -> list[list[str]]:
 
 def test_each_side_is_profiled_in_its_own_process_and_the_change_is_attributed(tmp_path: Path) -> None:
     change = make_trees(tmp_path)
-    proc = run(change, "--tfperf-explain", f"--tfperf-json={tmp_path / 'out.json'}",
+    # no option: explanations are on by default
+    proc = run(change, f"--tfperf-json={tmp_path / 'out.json'}",
                f"--tfperf-html={tmp_path / 'report.html'}", f"--tfperf-markdown={tmp_path / 'summary.md'}")
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
@@ -96,9 +97,9 @@ def test_each_side_is_profiled_in_its_own_process_and_the_change_is_attributed(t
     assert f"tensorboard --logdir {calls[0][3]}" in page
 
 
-def test_nothing_is_profiled_without_the_option(tmp_path: Path) -> None:
+def test_nothing_is_profiled_with_explanations_turned_off(tmp_path: Path) -> None:
     change = make_trees(tmp_path)
-    proc = run(change)
+    proc = run(change, "--no-tfperf-explain")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert profiled(tmp_path) == [] and "where the time went" not in proc.stdout
 

@@ -86,7 +86,8 @@ def test_a_regressed_variant_is_explained_after_its_measurement_and_the_json_kee
         pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(PAIR)
-    result = run(pytester, "--tfperf-explain", "--tfperf-json=out.json", "--tfperf-markdown=summary.md")
+    # no option: explanations are on by default
+    result = run(pytester, "--tfperf-json=out.json", "--tfperf-markdown=summary.md")
     result.assert_outcomes(failed=1)
     # Only the variant that failed is explained: its reference, then itself; 'same' passed and is not profiled.
     assert profiled(pytester) == ["reference", "variant"]
@@ -103,22 +104,28 @@ def test_a_regressed_variant_is_explained_after_its_measurement_and_the_json_kee
     assert "planted (MatMul family) appeared +50.00 ms/iteration" in (pytester.path / "summary.md").read_text()
 
 
-def test_nothing_is_profiled_on_a_passing_run_nor_without_the_option(pytester: pytest.Pytester) -> None:
+def test_nothing_is_profiled_on_a_passing_run_nor_with_explanations_turned_off(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(PAIR.replace("work(20000)", "work(2000)"))
-    run(pytester, "--tfperf-explain").assert_outcomes(passed=1)
+    run(pytester).assert_outcomes(passed=1)  # on by default, and a passing test is never profiled
     assert profiled(pytester) == []
+    pytester.makepyfile(PAIR)
+    result = run(pytester, "--no-tfperf-explain")
+    result.assert_outcomes(failed=1)
+    assert profiled(pytester) == [] and "where the time went" not in result.stdout.str()
+    # --tfperf-explain is still accepted: it means on, the default
+    run(pytester, "--tfperf-explain").assert_outcomes(failed=1)
+    assert profiled(pytester) == ["reference", "variant"]
+
+
+def test_the_ini_key_turns_it_off_and_the_option_back_on(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\ntfperf_explain = false\n")
     pytester.makepyfile(PAIR)
     result = run(pytester)
     result.assert_outcomes(failed=1)
     assert profiled(pytester) == [] and "where the time went" not in result.stdout.str()
-
-
-def test_the_ini_key_turns_it_on(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\ntfperf_explain = true\n")
-    pytester.makepyfile(PAIR)
-    run(pytester).assert_outcomes(failed=1)
+    run(pytester, "--tfperf-explain").assert_outcomes(failed=1)
     assert profiled(pytester) == ["reference", "variant"]
 
 
@@ -126,7 +133,7 @@ def test_the_refresh_stores_profiles_and_a_stored_regression_is_explained_agains
         pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(WORKLOAD)
-    run(pytester, "--tfperf-update", "--tfperf-explain").assert_outcomes(passed=1)
+    run(pytester, "--tfperf-update").assert_outcomes(passed=1)  # explanations on by default: profiles stored
     assert profiled(pytester) == ["baseline"]  # the refresh's first process only
     store = BaselineStore(pytester.path / "benchmarks" / "baselines")
     (test_id,) = store.stored_test_ids()
@@ -135,24 +142,27 @@ def test_the_refresh_stores_profiles_and_a_stored_regression_is_explained_agains
     assert data["schema_version"] == 3 and entry["profile"]["version"] == 1
     assert entry["profile"]["logdir"] == str(Path(".tfperf/profiles") / test_id.replace("::", "_") / "baseline")
 
-    result = run(pytester, "--tfperf-explain", work_n=2_000_000)
+    result = run(pytester, work_n=2_000_000)
     result.assert_outcomes(failed=1)
     assert profiled(pytester) == ["baseline", "current"]
+    # the fake wrote no raw profile: as on a clone, where .tfperf/ is absent, the line says how to make one here
     result.stdout.fnmatch_lines([
         "*::test_fast: performance regressed against its baseline",
         "*  where the time went: *",
         "*    planted (MatMul family) appeared +50.0 ms*",
-        "*raw profiles: tensorboard --logdir .tfperf/profiles/*baseline (baseline), tensorboard --logdir "
-        "*/.tfperf/profiles/*/current (current)",
+        "*raw profile: tensorboard --logdir */.tfperf/profiles/*/current (current); the baseline's raw profile is "
+        "not in this checkout (.tfperf/ stays where the baseline was refreshed): pytest --tfperf "
+        "--tfperf-against=* *::test_fast profiles both sides here",
     ])
 
 
 def test_a_stored_regression_without_a_stored_profile_says_how_to_get_one(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(WORKLOAD)
-    run(pytester, "--tfperf-update").assert_outcomes(passed=1)
-    result = run(pytester, "--tfperf-explain", work_n=2_000_000)
+    run(pytester, "--tfperf-update", "--no-tfperf-explain").assert_outcomes(passed=1)
+    assert profiled(pytester) == []
+    result = run(pytester, work_n=2_000_000)
     result.assert_outcomes(failed=1)
     assert profiled(pytester) == []
-    result.stdout.fnmatch_lines(["*  no explanation: the baseline holds no profile; refresh it with "
-                                 "--tfperf-update --tfperf-explain"])
+    result.stdout.fnmatch_lines(["*  no explanation: the baseline holds no profile (refreshed with explanations "
+                                 "off, or by an older pytest-tfperf); refresh it with --tfperf-update"])

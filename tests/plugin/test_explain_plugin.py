@@ -39,7 +39,8 @@ def test_pair(tfperf):
 def test_a_planted_matmul_is_named_with_the_tensorboard_command_and_kept_in_the_json(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_planted=PLANTED)
-    result = pytester.runpytest_subprocess("--tfperf", "--tfperf-explain", "--tfperf-budget=0.3",
+    # no option: explanations are on by default
+    result = pytester.runpytest_subprocess("--tfperf", "--tfperf-budget=0.3",
                                            "--tfperf-json=out.json", "--tfperf-markdown=summary.md", "-p", "no:cacheprovider",
                                            timeout=300)
     result.assert_outcomes(failed=1)
@@ -61,9 +62,10 @@ def test_a_planted_matmul_is_named_with_the_tensorboard_command_and_kept_in_the_
     assert "planted" in (pytester.path / "summary.md").read_text()
 
 
-def test_nothing_is_profiled_without_the_option(pytester: pytest.Pytester) -> None:
+def test_nothing_is_profiled_with_explanations_turned_off(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_planted=PLANTED)
-    result = pytester.runpytest_subprocess("--tfperf", "--tfperf-budget=0.3", "-p", "no:cacheprovider", timeout=300)
+    result = pytester.runpytest_subprocess("--tfperf", "--no-tfperf-explain", "--tfperf-budget=0.3", "-p",
+                                           "no:cacheprovider", timeout=300)
     result.assert_outcomes(failed=1)
     assert "where the time went" not in result.stdout.str()
     assert not (pytester.path / ".tfperf").exists()

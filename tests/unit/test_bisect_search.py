@@ -477,3 +477,23 @@ def test_why_nothing_was_collected_is_the_telling_line_of_pytests_output() -> No
     assert why_not_collected("ERROR: file or directory not found: t.py\n\nno tests ran") == \
         "ERROR: file or directory not found: t.py"
     assert why_not_collected("") == "no output"
+
+
+def test_a_search_step_runs_with_explanations_off_the_explained_step_with_them_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_tfperf.session import bisect_steps
+
+    commands: list[list[str]] = []
+
+    def run(cmd: list[str], **kw: object) -> tuple[int, str]:
+        commands.append(cmd)
+        return 5, "no tests ran"  # nothing collected: the step is skipped, the command is what counts
+    monkeypatch.setattr(bisect_steps, "_run", run)
+    (tmp_path / "wt").mkdir()
+    runner = StepRunner(repo=tmp_path, worktrees=FakeWorktrees(tmp_path / "wt"),  # type: ignore[arg-type]
+                        good_tree=tmp_path / "good", pytest_args=(), invocation_dir=tmp_path)
+    assert runner._judge(tmp_path / "wt" / "step", build=False).kind == "skip"
+    (cmd,) = commands
+    # explanations are on by default: a search step, which needs only the verdict, turns them off (in the ini
+    # form every version of the plugin reads)
+    assert cmd[cmd.index("-o") + 1] == "tfperf_explain=false" and "--tfperf-explain" not in cmd

@@ -64,7 +64,7 @@ def test_a_stored_baseline_says_it_keeps_no_allocations_and_nothing_is_profiled(
                             against=False)
     assert not session.profiler.calls
     assert o.explanation.lines == ("no explanation of the memory: the stored baseline keeps no allocations by op; "
-                                   "refresh it with --tfperf-update --tfperf-explain",)
+                                   "refresh it with --tfperf-update",)
 
 
 def write_xplane(logdir: Path, wide: int) -> None:

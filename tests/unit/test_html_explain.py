@@ -92,3 +92,20 @@ def test_a_pipeline_slower_as_a_whole_is_a_part_of_its_own_and_the_parts_still_a
     assert x.parts == (ExplanationPart("the whole pipeline x1.50 (the consumer's wait)", "", 3.0, None),
                        ExplanationPart("remainder", "", 0.1, None))
     assert sum(p.delta for p in x.parts) == pytest.approx(3.1)
+
+
+def test_the_page_leads_with_the_answer_the_stage_behind_a_wait(tmp_path: Path) -> None:
+    from tests.unit.test_explain_cost_and_headline import STAGE, WAIT
+
+    path = explained_results(tmp_path)
+    document = json.loads(path.read_text())
+    explanation = document["tests"]["t.py::test_slow"]["explanation"]
+    explanation.update(causes=[WAIT], paced_by=STAGE, pipeline=[STAGE])
+    path.write_text(json.dumps(document))
+    (x,) = {t.test_id: t for t in build_report(load_shards([path])).tests}["t.py::test_slow"].explanations
+    assert x.headline.startswith("tf.data stage Batch/Map/Map (sequential) appeared +0.51 ms/iteration behind")
+    out = tmp_path / "report.html"
+    assert report_cli.main([str(path), "-o", str(out)], stdout=io.StringIO()) == 0
+    page = out.read_text(encoding="utf-8")
+    answer = page.index('data-explain-headline="time"')
+    assert page.index("tf.data stage Batch/Map/Map (sequential) appeared", answer) < page.index("<table", answer)
