@@ -2,7 +2,9 @@
 
 What users do: refresh once (``pytest --tfperf --tfperf-update``, 7 processes) and let CI judge against that
 baseline for weeks. So each block of 7 consecutive processes of a collection is taken as one refresh, and
-every process collected after it is judged against it, through the plugin's own ``gates.stored.judge``:
+every process collected after it is judged against it, through the plugin's own ``gates.stored.judge``. The
+calibration baseline keeps the runs of earlier refreshes (``--calibration-kept``, 30 by default, as
+``BaselineStore.save`` keeps them): here, the newest of the processes before the refresh.
 
 * ``--suite 1``: each test judged as if it were the whole suite: the machine's floor is the calibration
   workload's alone (``pytest_tfperf.measuring.calibration``, the computation of ``test_work[x1]``, measured in every
@@ -58,6 +60,7 @@ from stored_gate_study import (  # noqa: E402
 )
 
 from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
+from pytest_tfperf.storage.runs import CALIBRATION_RUNS_KEPT  # noqa: E402
 from pytest_tfperf.stats import wilson_interval  # noqa: E402
 from pytest_tfperf.gates.stored_rule import log_spread, machine_floor  # noqa: E402
 
@@ -94,16 +97,28 @@ def _suites(tests: Sequence[str], size: int) -> list[list[str]]:
     return [unchanged[i:i + size] for i in range(0, len(unchanged) - size + 1, size)]
 
 
-def judge_fixed(summary: dict[str, Any], suite_size: int, n_base: int = DEFAULT_RUNS) -> list[dict[str, Any]]:
+def judge_fixed(summary: dict[str, Any], suite_size: int, n_base: int = DEFAULT_RUNS, *, step: int | None = None,
+                calibrated: bool = True, calibration_kept: int = 0) -> list[dict[str, Any]]:
+    """Every verdict of refreshes of ``n_base`` consecutive processes, each judged by every later process.
+
+    ``step``: how far apart refreshes start (``n_base``, the default: non-overlapping blocks; 1: every window
+    of ``n_base`` consecutive processes, a refresh taken at any moment). ``calibrated=False`` judges as if no
+    calibration baseline existed (baselines older than it, a suite that never loads TensorFlow).
+    ``calibration_kept``: the calibration baseline keeps that many runs in all, this refresh's and the newest of
+    the processes before it (earlier refreshes' runs, as ``BaselineStore.save`` keeps them).
+    """
     processes = summary["processes"]
     rows = []
-    for start in range(0, len(processes) - n_base, n_base):
+    for start in range(0, len(processes) - n_base, step or n_base):
         window = processes[start:start + n_base]
-        calibration = [w["tests"][CALIBRATION]["throughput_per_s"] for w in window if CALIBRATION in w["tests"]]
+        earlier = processes[max(0, start - max(0, calibration_kept - n_base)):start] if calibration_kept else []
+        calibration = [w["tests"][CALIBRATION]["throughput_per_s"] for w in [*earlier, *window]
+                       if CALIBRATION in w["tests"] and calibrated]
         for suite in _suites(list(window[-1]["tests"]), suite_size):
             spreads = [(log_spread([w["tests"][t]["throughput_per_s"] for w in window if t in w["tests"]]),
                         float(n_base - 1)) for t in suite]
-            floor = machine_floor(spreads, calibration)
+            # Earlier processes stand for earlier refreshes of the calibration (as BaselineStore.save keeps them).
+            floor = machine_floor(spreads, calibration, refreshes=1 + bool(earlier))
             judged = list(suite) + ([*PLANTED] if CALIBRATION in suite or suite_size >= 25 else [])
             for p in range(start + n_base, len(processes)):
                 proc = processes[p]
@@ -221,7 +236,8 @@ def markdown(s: dict[str, Any], data: str, corr: dict[str, Any]) -> str:
     lim = s["aa_limits"]
     lines = [f"### `{data}`, suites of {s['suite_size']} test(s)", "",
              f"{s['processes']} processes; {s['refreshes']} refreshes of 7 processes, each judged by every later "
-             "process; confirmations: " + ", ".join(f"{v} by {k}" for k, v in s["aa_confirmed_by"].items() if v)
+             f"process; the calibration's runs: {s.get('calibration_kept', 7)} at most (this refresh's and the "
+             "processes' before it); confirmations: " + ", ".join(f"{v} by {k}" for k, v in s["aa_confirmed_by"].items() if v)
              + ".", "", "| what | result |", "|---|---|",
              f"| A/A throughput false alarms | {rate(s['aa_false_alarms'])} |",
              f"| A/A tests failed for any reason | {rate(s['aa_any_failure'])} |",
@@ -247,6 +263,10 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, help="a collect.py directory: write its compact data to --data first")
     parser.add_argument("--data", default="stored_gate_runs.json", help="compact data in benchmarks/results/")
     parser.add_argument("--suite", type=int, nargs="+", default=[1, 3, 25])
+    parser.add_argument("--calibration-kept", type=int, default=CALIBRATION_RUNS_KEPT,
+                        help="runs the calibration baseline keeps, this refresh's and the processes' before it "
+                             f"(default {CALIBRATION_RUNS_KEPT}, as BaselineStore.save keeps earlier refreshes'; "
+                             "7: this refresh's only, the first refresh on a machine)")
     args = parser.parse_args()
     path = RESULTS / args.data
     if args.runs is not None:
@@ -254,9 +274,10 @@ def main() -> int:
     summary = json.loads(path.read_text())
     corr = correlation(summary)
     for size in args.suite:
-        rows = judge_fixed(summary, size)
+        rows = judge_fixed(summary, size, calibration_kept=args.calibration_kept)
         result = summarise(rows, summary, size)
         result["correlation"] = corr
+        result["calibration_kept"] = args.calibration_kept
         name = f"stored_gate_validation_{Path(args.data).stem}_{size}"
         (RESULTS / f"{name}.json").write_text(json.dumps({"summary": result}, indent=1, sort_keys=True,
                                                          default=str) + "\n")

@@ -58,8 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the baselines of the tests that ran (others' baselines are kept)")
     group.addoption("--tfperf-update-improved", action="store_true", default=False,
                     help="with --tfperf-update: only refresh baselines whose numbers improved")
-    group.addoption("--tfperf-strict", action="store_true", default=False,
-                    help="fail tests that have no baseline for this environment")
+    group.addoption("--tfperf-strict", action="store_true", default=None,
+                    help="fail tests that have no baseline for this environment (default: ini tfperf_strict or "
+                         "false)")
     group.addoption("--tfperf-tolerance", metavar="PCT", type=fraction, default=None,
                     help="throughput slowdown the gate must catch, e.g. 10%% (default 10%%)")
     group.addoption("--tfperf-runs", metavar="N", type=positive_int, default=None,
@@ -95,6 +96,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_explain", "explain a failed verdict from a profiled pass of each side (default true)",
                   type="bool", default=True)
     parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
+    parser.addini("tfperf_strict", "fail tests that have no baseline for this environment", type="bool",
+                  default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -278,7 +281,8 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         gate=child_json is None,
         calibrate=(opt("--tfperf-update") and not quiet) or child_json is not None,
         update_improved_only=opt("--tfperf-update-improved"),
-        strict=opt("--tfperf-strict"),
+        strict=bool(opt("--tfperf-strict") if opt("--tfperf-strict") is not None
+                    else _ini_bool(config, "tfperf_strict")),
         tolerance=opt("--tfperf-tolerance"),
         stall_ceiling_s=stall if stall is not None else 300.0,
         watchdog=not opt("--tfperf-no-watchdog"),
@@ -297,6 +301,13 @@ def _ini_number(config: pytest.Config, name: str, parse):  # type: ignore[no-unt
         return parse(raw)
     except Exception as exc:  # argparse.ArgumentTypeError
         raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
+
+
+def _ini_bool(config: pytest.Config, name: str) -> bool:
+    try:
+        return bool(config.getini(name))
+    except (ValueError, pytest.UsageError) as exc:  # pytest parses a bool ini value itself, without its key
+        raise pytest.UsageError(f"ini option {name}: {exc}; expected true or false") from None
 
 
 def _parallel_workers(config: pytest.Config) -> bool:

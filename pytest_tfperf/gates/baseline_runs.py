@@ -48,11 +48,13 @@ def machine_floor_of(baselines: Iterable[StoredBaseline]) -> MachineFloor:
     """This machine's floor on every test's between-process spread (``stored_rule.machine_floor``): the
     calibration workload's runs and the spreads of every test among ``baselines`` (one environment's)."""
     calibration: list[float] = []
+    refreshes = 0
     suite: list[tuple[float, float]] = []
     for stored in baselines:
         values = [r.throughput_per_s for r in stored.runs]
         if stored.test_id == CALIBRATION_ID:
             calibration = values
+            refreshes = len({r.recorded_at for r in stored.runs})  # a refresh stamps all its runs alike
         else:
             suite.append((log_spread(values), float(len(values) - 1)))
-    return machine_floor(suite, calibration)
+    return machine_floor(suite, calibration, refreshes=refreshes)

@@ -148,10 +148,12 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
 
 
 def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None],
-                     explanations: Sequence[str | None] = ()) -> list[str]:
+                     explanations: Sequence[str | None] = (), *, stored_gate: Sequence[str] = ()) -> list[str]:
     """A Markdown table for pull requests and ``$GITHUB_STEP_SUMMARY``: test, throughput, change, verdict.
 
     ``explanations`` (one per row, or none) are --tfperf-explain's one-line headlines, listed under the table.
+    ``stored_gate``: what the stored gate could and could not see (``session.outputs.stored_gate_notes``), as the
+    terminal says it: a reviewer reading only this summary learns which slowdowns went unseen.
     """
     gpu = _has_gpu_figures(rows)
     lines = ["### tfperf", "",
@@ -184,6 +186,9 @@ def markdown_summary(rows: Sequence[Row], verdicts: Sequence[object | None],
         lines += ["", "where the time went (--tfperf-explain; the whole decomposition is in the failure message "
                       "and the JSON):", ""]
         lines += [f"- `{test.replace('|', chr(92) + '|')}`: {line}" for test, line in explained]
+    if stored_gate:
+        lines += ["", "stored baselines: what this run could and could not see:", ""]
+        lines += ["- " + line.replace("|", "\\|") for line in stored_gate]
     if gpu:
         lines += ["", ("GPU mem: NVML peak of this process (* the whole device), in brackets MiB the rounds added; "
                        "GPU busy: share of the time a kernel ran (NVML).")]

@@ -83,6 +83,7 @@ def summary_lines(s: FinishedSession, written: Sequence[str]) -> list[str]:
         lines.append("throughput warnings are not failures under --tfperf-throughput-gate=warn; drop the option "
                      "(or set it to fail) to fail them")
     lines += _limit_lines(s)
+    lines += _other_environment_lines(s)
     missing = [o for o in s.outcomes if o.baseline == "no baseline"]
     if missing and not s.config.update:
         lines.append(f"{len(missing)} test(s) have no baseline yet: they were measured and reported, not gated. "
@@ -108,6 +109,28 @@ def _rows(s: FinishedSession) -> list[Any]:
     from pytest_tfperf.reports import report
 
     return [report.Row(o.measurement, o.label, report.format_limit(detection_limit(o))) for o in s.outcomes]
+
+
+def stored_gate_notes(s: FinishedSession) -> Any:
+    """What the stored gate could and could not see in this run (``results_json.StoredGateNotes``): the lines
+    the terminal says about it (which slowdowns the stored baselines catch here; every test whose baseline was
+    recorded only for other environments; an unreadable calibration baseline), for the Markdown summary and the
+    results JSON, where reviewers and CI look."""
+    from pytest_tfperf.storage.results_json import StoredGateNotes
+
+    gate = getattr(s, "stored_gate", None)
+    notes = list(getattr(gate, "notes", ()))
+    missing = tuple(getattr(gate, "no_baseline_for_environment", ()))
+    return StoredGateNotes(lines=tuple(_limit_lines(s) + notes + _other_environment_lines(s)),
+                           no_baseline_for_environment=missing)
+
+
+def _other_environment_lines(s: FinishedSession) -> list[str]:
+    missing = getattr(getattr(s, "stored_gate", None), "no_baseline_for_environment", ())
+    if not missing or s.config.strict or s.config.update:
+        return []
+    return [f"{len(missing)} test(s) have baselines recorded only for other environments: they were measured, "
+            "not gated (--tfperf-strict, or ini tfperf_strict = true, fails them)"]
 
 
 def _limit_lines(s: FinishedSession) -> list[str]:
@@ -140,7 +163,8 @@ def _write_json(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.storage.results_json import write_results
 
     write_results(s.config.json_path, s.environment(), s.outcomes,
-                  {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects, calibration=s.calibration)
+                  {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects, calibration=s.calibration,
+                  stored_gate=stored_gate_notes(s))
     written.append(f"results written to {s.config.json_path}")
 
 
@@ -212,7 +236,8 @@ def _write_html(s: FinishedSession, written: list[str]) -> None:
 
     assert s.config.html_path is not None
     document = results_to_dict(s.environment(), s.outcomes,
-                               {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects)
+                               {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects,
+                               stored_gate=stored_gate_notes(s))
     write_report(document, s.baseline_dir, s.config.html_path)
     written.append(f"HTML report written to {s.config.html_path}")
 
@@ -222,7 +247,8 @@ def _write_markdown(s: FinishedSession, written: list[str]) -> None:
 
     explanations = [o.explanation.headline if getattr(o, "explanation", None) is not None else None
                     for o in s.outcomes]
-    lines = report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations)
+    lines = report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations,
+                                    stored_gate=stored_gate_notes(s).lines)
     against = [f"> {line}" for line in against_lines(s.config, found=True)]
     if against:  # under the heading, above the table: what the table's verdicts were measured against
         lines[2:2] = [*against, ""]

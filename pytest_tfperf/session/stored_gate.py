@@ -34,6 +34,11 @@ class StoredGate:
         self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
         self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
         self._machine: dict[str, Any] = {}  # fingerprint -> stored_rule.MachineFloor, read once
+        self._machine_notes: dict[str, str] = {}  # fingerprint -> why its calibration baseline was not used
+        # What the stored gate could not see, for the Markdown summary and the results JSON as for the terminal:
+        # one line each (a baseline recorded only for other environments, an unreadable calibration baseline).
+        self.notes: list[str] = []
+        self.no_baseline_for_environment: list[str] = []
 
     def close(self) -> None:
         if self._confirmer is not None:
@@ -59,6 +64,8 @@ class StoredGate:
             if match.status is MatchStatus.OTHER_ENVIRONMENTS:
                 outcome.baseline = "no baseline for this environment"
                 outcome.notices.append(f"{test_id}: {match.describe()}")
+                self.notes.append(f"{test_id}: {match.describe()}")
+                self.no_baseline_for_environment.append(test_id)
             else:
                 outcome.baseline = "no baseline"
             if self.config.strict and not self.config.update:
@@ -75,6 +82,10 @@ class StoredGate:
             fail_test(f"{test_id}: the run history cannot be used, so nothing was compared.\n{exc}")
         runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history),
                             machine=self.machine_floor(match.fingerprint))
+        unread = self._machine_notes.pop(match.fingerprint, "")
+        if unread:  # said once, beside the first verdict it changed
+            outcome.notices.append(unread)
+            self.notes.append(unread)
         n = len(runs.runs)
         outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
         outcome.stored = (match.measurement, runs)
@@ -95,7 +106,15 @@ class StoredGate:
         if fingerprint not in self._machine:
             from pytest_tfperf.gates.baseline_runs import machine_floor_of
 
-            self._machine[fingerprint] = machine_floor_of(self._store().baselines_for(self._environment()))
+            store = self._store()
+            floor = machine_floor_of(store.baselines_for(self._environment()))
+            self._machine[fingerprint] = floor
+            unread = _unreadable_calibration(store, self._environment())
+            if unread:
+                self._machine_notes[fingerprint] = (
+                    f"{unread}; this run's stored verdicts assume {_floor_words(floor)} instead of its runs. "
+                    "The file was kept as it is: restore it from version control, or delete it and refresh with "
+                    "`pytest --tfperf --tfperf-update`")
         return self._machine[fingerprint]
 
     def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
@@ -163,15 +182,37 @@ class StoredGate:
         return run.finish_all(True)
 
 
-def _unconfirmed(outcome: Outcome, reason: str) -> None:
-    from pytest_tfperf.gates.stored import needs_confirmation
+def _unreadable_calibration(store: Any, environment: Environment) -> str:
+    """The calibration baseline's file and why it cannot be read, in one line; "" when it can (or is absent).
 
-    exact = [m.metric for m in outcome.verdict.metrics if str(m.status) == "regressed" and not needs_confirmation(m)]
-    if exact:
-        # A regression that needs no second process (new traces where the baseline had none) fails alone.
-        outcome.notices.append(f"{outcome.measurement.test_id}: the rest of its regression could not be confirmed "
-                               f"({reason}), but {', '.join(exact)} needs no confirmation and fails the test")
-        return
+    ``BaselineStore.baselines_for`` skips unreadable files (a test's own fails that test when it is
+    gated); the calibration belongs to no test, so without this its floor would vanish unsaid.
+    """
+    from pytest_tfperf.storage.fields import StorageError
+    from pytest_tfperf.storage.runs import CALIBRATION_ID
+
+    path = store.path_for(CALIBRATION_ID)
+    if not path.exists():
+        return ""
+    try:
+        store.load(CALIBRATION_ID, environment)
+    except StorageError as exc:
+        reason = " ".join(str(exc).split())
+        return f"{path}: the calibration baseline cannot be read ({reason})"
+    return ""
+
+
+def _floor_words(floor: Any) -> str:
+    if floor.source == "suite":
+        return f"the spread this suite's tests typically have ({floor.sd:.1%} in logs)"
+    if floor.source == "assumed":
+        return f"an assumed spread of {floor.sd:.0%} in logs (what a shared CPU runner's processes typically show)"
+    return "no floor"
+
+
+def _unconfirmed(outcome: Outcome, reason: str) -> None:
+    # Every stored-gate regression needs the second process, new traces where the baseline had none too
+    # (``gates.stored.needs_confirmation``): without it the regression is reported, not failed.
     outcome.verdict = outcome.verdict.unconfirmed(reason)
     outcome.notices.append(
         f"{outcome.measurement.test_id}: unconfirmed, not failed: {outcome.verdict.summary()} in this process, "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pytest_tfperf.storage.atomic_files import DirectoryLock, atomic_write_text
 from pytest_tfperf.model import Environment, KeyDifference, Measurement, same_environment
-from pytest_tfperf.storage.runs import REFRESH, RunSummary, summarize
+from pytest_tfperf.storage.runs import CALIBRATION_ID, CALIBRATION_RUNS_KEPT, REFRESH, RunSummary, summarize
 from pytest_tfperf.storage.documents import Migration, load_document, package_version, render_json, utc_timestamp
 from pytest_tfperf.storage.fields import (
     REFRESH_COMMAND,
@@ -350,7 +350,9 @@ class BaselineStore:
                 others = list((extra_runs or {}).get(test_id, ()))
                 entries[fingerprint] = self._entry_to_dict(measurement, environment, timestamp, version,
                                                            others=others, git_commit=git_commit,
-                                                           profile=(profiles or {}).get(test_id))
+                                                           profile=(profiles or {}).get(test_id),
+                                                           earlier=old[1].runs if old and test_id == CALIBRATION_ID
+                                                           else ())
                 path = self.path_for(test_id)
                 with_profile = any(isinstance(e, dict) and "profile" in e for e in entries.values())
                 document = {"entries": entries, "schema": SCHEMA,
@@ -365,11 +367,14 @@ class BaselineStore:
 
     def _entry_to_dict(self, measurement: Measurement, environment: Environment, timestamp: str,
                        version: str, *, others: Sequence[Measurement] = (), git_commit: str = "",
-                       profile: Mapping[str, object] | None = None) -> JsonDict:
+                       profile: Mapping[str, object] | None = None,
+                       earlier: Sequence[RunSummary] = ()) -> JsonDict:
+        """``earlier``: runs of earlier refreshes kept after this one's (the calibration's, newest first)."""
         if not measurement.environment_id:
             measurement = replace(measurement, environment_id=environment.fingerprint)
         runs = [summarize(m, run_id=f"{timestamp}-{i + 1}", recorded_at=timestamp, kind=REFRESH,
                           git_commit=git_commit) for i, m in enumerate([measurement, *others])]
+        runs += list(earlier)[:max(0, CALIBRATION_RUNS_KEPT - len(runs))]
         entry: JsonDict = {
             "environment": environment_to_dict(environment),
             "measurement": measurement_to_dict(measurement, max_samples=self.max_samples),

@@ -67,9 +67,15 @@ SCHEMA = "pytest-tfperf/results"
 #     the lines as printed, the raw profiles' folders), or {"lines": [one line], "reason": why there is
 #     none}. Stored as written, not validated. A version-4 reader refuses the key (it refuses unknown
 #     keys), so the version is bumped; a version-4 file is a valid version 5.
-SCHEMA_VERSION = 5
+# 6 - an optional top-level "stored_gate": what the stored gate could and could not see in this run, as the
+#     terminal says it: {"lines": [the statements, one a line: which slowdowns the stored baselines catch on
+#     this machine, a calibration baseline that could not be read, ...], "no_baseline_for_environment": [the
+#     test ids whose baselines were recorded only for other environments]}. A version-5 reader refuses the key,
+#     so the version is bumped; a version-5 file is a valid version 6.
+SCHEMA_VERSION = 6
 _MIGRATIONS: dict[int, Migration] = {1: lambda document: document, 2: lambda document: document,
-                                     3: lambda document: document, 4: lambda document: document}
+                                     3: lambda document: document, 4: lambda document: document,
+                                     5: lambda document: document}
 
 DEFAULT_MAX_SAMPLES = 2000  # as for baselines: the same data judged the same way
 _REGENERATE = "pytest --tfperf --tfperf-json=PATH"
@@ -97,6 +103,34 @@ class OutcomeLike(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class StoredGateNotes:
+    """What the stored gate could and could not see in one run, as the terminal said it.
+
+    ``lines``: one statement a line (which slowdowns the stored baselines catch on this machine, a
+    calibration baseline that could not be read, ...). ``no_baseline_for_environment``: test ids whose
+    baselines were recorded only for other environments (not gated unless --tfperf-strict), with the
+    notice for each in ``lines``.
+    """
+
+    lines: tuple[str, ...] = ()
+    no_baseline_for_environment: tuple[str, ...] = ()
+
+    def to_dict(self) -> JsonDict:
+        return {"lines": list(self.lines), "no_baseline_for_environment": list(self.no_baseline_for_environment)}
+
+
+def _stored_gate_from_dict(raw: object, where: Field) -> StoredGateNotes:
+    data = read_object(raw, where, ("lines", "no_baseline_for_environment"), ())
+    lists = {}
+    for key in ("lines", "no_baseline_for_environment"):
+        values = data[key]
+        if not isinstance(values, list):
+            raise where.key(key).error("expected a list of strings")
+        lists[key] = tuple(read_str(v, where.key(key).index(i)) for i, v in enumerate(values))
+    return StoredGateNotes(**lists)
+
+
+@dataclass(frozen=True, slots=True)
 class ResultsDocument:
     """A results file, loaded and validated."""
 
@@ -112,6 +146,7 @@ class ResultsDocument:
     effects: tuple[Mapping[str, Any], ...] = ()  # the catalog's fix-vs-anti effects, as written
     calibration: Measurement | None = None  # the calibration workload, measured by a refresh's processes
     explanations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # test id -> its explanation
+    stored_gate: StoredGateNotes | None = None  # what the stored gate could not see (version 6)
 
     def measurement(self, test_id: str) -> Measurement | None:
         for m in self.measurements:
@@ -150,6 +185,7 @@ def results_to_dict(
     max_samples: int | None = DEFAULT_MAX_SAMPLES,
     effects: Sequence[Mapping[str, Any]] = (),
     calibration: Measurement | None = None,
+    stored_gate: StoredGateNotes | None = None,
 ) -> JsonDict:
     """The results document.
 
@@ -201,6 +237,8 @@ def results_to_dict(
         document["effects"] = to_json_value([dict(e) for e in effects], "effects")
     if calibration is not None:
         document["calibration"] = measurement_to_dict(calibration, max_samples=max_samples)
+    if stored_gate is not None and (stored_gate.lines or stored_gate.no_baseline_for_environment):
+        document["stored_gate"] = stored_gate.to_dict()
     return document
 
 
@@ -214,11 +252,13 @@ def write_results(
     max_samples: int | None = DEFAULT_MAX_SAMPLES,
     effects: Sequence[Mapping[str, Any]] = (),
     calibration: Measurement | None = None,
+    stored_gate: StoredGateNotes | None = None,
 ) -> Path:
     """Write the results document to ``path`` atomically (parents created) and return the path."""
     path = Path(path)
     text = render_json(results_to_dict(environment, results, verdicts, created_at=created_at,
-                                       max_samples=max_samples, effects=effects, calibration=calibration))
+                                       max_samples=max_samples, effects=effects, calibration=calibration,
+                                       stored_gate=stored_gate))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
@@ -232,7 +272,7 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
     """Validate a parsed results document (already at the current schema version)."""
     top = Field(source, "", _HINT)
     doc = read_object(data, top, ("created_at", "environment", "schema", "schema_version", "tests", "written_by"),
-                      ("effects", "calibration"))
+                      ("effects", "calibration", "stored_gate"))
     environment = environment_from_dict(doc["environment"], top.key("environment"))
     tests = doc["tests"]
     if not isinstance(tests, dict):
@@ -283,6 +323,8 @@ def results_from_dict(data: object, source: str = "<results>") -> ResultsDocumen
         calibration=(None if doc.get("calibration") is None
                      else measurement_from_dict(doc["calibration"], top.key("calibration"))),
         explanations=MappingProxyType(explanations),
+        stored_gate=(None if doc.get("stored_gate") is None
+                     else _stored_gate_from_dict(doc["stored_gate"], top.key("stored_gate"))),
     )
 
 

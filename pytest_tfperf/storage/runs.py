@@ -20,6 +20,11 @@ from pytest_tfperf.model import Measurement
 # The baseline of the calibration workload (``measuring.calibration``) that every refresh process measures: stored
 # like a test's, under an id no pytest node id can have (node ids never start with "::").
 CALIBRATION_ID = "::tfperf-calibration"
+# Runs the calibration baseline keeps: a refresh's own and, newest first, the earlier refreshes' of the same
+# environment. A test's baseline holds one refresh (its level must be this code's); the calibration workload is
+# the plugin's own code, so earlier refreshes measured the same thing, and their runs show how far the machine
+# moves between refreshes, which one refresh's back-to-back processes cannot (``stored_rule.machine_floor``).
+CALIBRATION_RUNS_KEPT = 30
 REFRESH = "refresh"  # measured by --tfperf-update: part of the baseline
 RECORD = "record"  # measured by --tfperf-record: history only, never the reference level
 

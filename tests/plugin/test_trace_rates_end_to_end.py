@@ -83,7 +83,8 @@ def _traces(doc: object, test: str) -> dict[str, object]:
 def test_retracing_workloads_pass_at_another_budget_and_a_new_retrace_fails(tmp_path: Path) -> None:
     (tmp_path / "test_traces.py").write_text(MODULE)
     (tmp_path / "conftest.py").write_text(SHORT_GROWTH_CONFIRMATION)  # traces are asserted here, not growth
-    # One process is enough: throughput only warns here, and a trace count needs no spread between processes.
+    # One refresh process is enough: throughput only warns here, and a trace count needs no spread between
+    # processes. The new retrace is confirmed in a fresh process (RETRACE=1 is inherited), as throughput is.
     # 3 rounds of several calls each (a recompile takes 0.05 to 0.12 s here; 0.6 s would still give 2 a round).
     # Budget 2, the issue's own repro: the check's 0.5 s in 5 rounds is still a tenth of the refresh's rounds.
     refresh, before = _pytest(tmp_path, "--tfperf-update", "--tfperf-budget=2", "--tfperf-rounds=3",
@@ -107,6 +108,7 @@ def test_retracing_workloads_pass_at_another_budget_and_a_new_retrace_fails(tmp_
     assert m.traces_steady == m.timings.iterations_measured
     traces = _traces(doc, "test_starts_retracing")
     assert traces["status"] == "regressed" and "exact count; any increase fails" in traces["message"]
+    assert "a fresh process counted" in traces["message"] and ": confirmed" in traces["message"]
     # The failure says which function retraced and what changed, in the message and the JSON.
     assert "diagnosis: retracing: `fixed` (test_traces.py:" in proc.stdout
     assert "(k: Python value " in proc.stdout and "pass it as a tensor" in proc.stdout

@@ -71,7 +71,7 @@ def test_results_round_trip_with_environment_measurements_and_verdicts(tmp_path:
 
 def test_results_document_layout(tmp_path: Path) -> None:
     data = results_to_dict(ENV, [measurement("t::a")], created_at=WHEN)
-    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 5
+    assert data["schema"] == SCHEMA == "pytest-tfperf/results" and data["schema_version"] == SCHEMA_VERSION == 6
     assert set(data) == {"created_at", "environment", "schema", "schema_version", "tests", "written_by"}
     assert data["environment"]["hard"] == {"cpu_model": "Xeon", "tensorflow": "2.21.0"}
     assert data["tests"]["t::a"]["verdict"] is None
@@ -242,3 +242,29 @@ def test_effects_and_the_partner_measurement_round_trip(tmp_path: Path) -> None:
     assert loaded["value"] == "inf" and loaded["spread"] == [1.5, 2.5]  # non-finite floats as in the rest of the file
     plain = write_results(tmp_path / "plain.json", ENV, [ours], created_at=WHEN)
     assert "effects" not in json.loads(plain.read_text()) and not load_results(plain).effects
+
+
+def test_what_the_stored_gate_could_not_see_round_trips_and_version_5_files_still_load(tmp_path: Path) -> None:
+    from pytest_tfperf.storage.results_json import StoredGateNotes
+
+    notes = StoredGateNotes(
+        lines=("stored baselines: against their runs, slowdowns of 38% to 74% (median 51%) are caught on this "
+               "machine", "t::a: no baseline for this environment (fingerprint abc); recorded only for: ..."),
+        no_baseline_for_environment=("t::a",))
+    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")], created_at=WHEN, stored_gate=notes)
+    assert json.loads(path.read_text())["stored_gate"]["no_baseline_for_environment"] == ["t::a"]
+    assert load_results(path).stored_gate == notes
+    # Nothing to say: no key, so the file is what version 5 wrote, and a version-5 file reads as before.
+    plain = write_results(tmp_path / "plain.json", ENV, [measurement("t::a")], created_at=WHEN,
+                          stored_gate=StoredGateNotes())
+    data = json.loads(plain.read_text())
+    assert "stored_gate" not in data
+    data["schema_version"] = 5
+    old = tmp_path / "v5.json"
+    old.write_text(json.dumps(data))
+    assert load_results(old).stored_gate is None and load_results(old).measurement("t::a") is not None
+    bad = json.loads(path.read_text())
+    bad["stored_gate"]["lines"] = "one"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(StorageError, match="stored_gate.lines"):
+        load_results(tmp_path / "bad.json")

@@ -130,7 +130,7 @@ def test_a_multi_line_reason_is_one_markdown_line() -> None:
     assert markdown[-1] == f"- `{TEST_ID}`: it could not start; its output ended with:; line one; line two"
 
 
-def test_new_traces_where_the_baseline_had_none_fail_even_when_the_rest_cannot_be_confirmed() -> None:
+def test_new_traces_where_the_baseline_had_none_are_unconfirmed_like_the_rest_when_no_fresh_process_measures() -> None:
     o = outcome()
     exact = MetricVerdict(metric="traces_steady", unit="traces", direction=Direction.LOWER_IS_BETTER,
                           baseline_value=0.0, current_value=3.0, relative_change=None, ci_low=None, ci_high=None,
@@ -139,7 +139,6 @@ def test_new_traces_where_the_baseline_had_none_fail_even_when_the_rest_cannot_b
     o.verdict = Verdict(test_id=TEST_ID, metrics=o.verdict.metrics + (exact,), status=Status.REGRESSED,
                         needs_remeasure=False, needs_confirmation=True)
     confirm(session(refuse), o)
-    assert str(o.verdict.status) == "regressed" and o.failed
-    assert o.notices == [f"{TEST_ID}: the rest of its regression could not be confirmed (the fresh process could "
-                         "not measure it: the partner session in /repo could not start: the other session ended), "
-                         "but traces_steady needs no confirmation and fails the test"]
+    # A retrace that shows only after some number of iterations is one process's word until a second counts it.
+    assert str(o.verdict.status) == "unconfirmed" and not o.failed
+    assert len(o.notices) == 1 and o.notices[0].startswith(f"{TEST_ID}: unconfirmed, not failed: ")
