@@ -10,26 +10,27 @@ When both sides were measured in one job with their rounds interleaved
 (``tfperf.compare`` variants, or this test and its partner session's under
 ``--tfperf-against``: round ``i`` of each ran side by side), the
 machine's state is shared round by round and cancels in the per-round ratio.
-``judge_paired`` decides on those ratios: the estimate is the Hodges-Lehmann
-estimate of the per-round log throughput ratios; **regressed** when Wilcoxon's
-one-sided signed-rank test on them says slower at the confidence level **and**
-the estimated slowdown exceeds ``d``; improved, noisy (minimum detectable
-change above the tolerance) and the re-measure flag as above, the interval
-being the signed-rank (Walsh average) interval. A rank test, because the
-host's half-speed spells last a second or so and hit one side's round and not
-the other's: a t-test's spread would swell with them. At least 7 rounds are
-needed at 99% (the smallest possible p is 2**-rounds). The two-sample rank
-test of ``judge`` would throw the pairing away: a drift that moves both sides
-alike between rounds hides a slowdown from it. Memory and traces are judged
-as by ``judge``.
+``judge_paired`` decides on those ratios with one procedure
+(``paired_estimate``): the Hodges-Lehmann estimate of the per-round log
+throughput ratios, its robust standard error counted over the rounds' worth
+in independent pairs (fewer when rounds move together in spells), and
+Student's t bounds and p-values from it. **Regressed** when the one-sided
+upper bound lies below zero and the estimated slowdown exceeds ``d``;
+improved, noisy (minimum detectable change above the tolerance) and the
+re-measure flag as in ``verdict.within_run_throughput``. At least 7 pairs
+are needed for any verdict. The two-sample rank test of ``judge``
+would throw the pairing away: a drift that moves both sides alike between
+rounds hides a slowdown from it. Memory and traces are judged as by
+``judge``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from pytest_tfperf import rank_tests, stats
+from pytest_tfperf import stats
 from pytest_tfperf.gates.memory import judge_memory
 from pytest_tfperf.gates.traces import judge_traces
 from pytest_tfperf.gates.verdict import (
@@ -84,32 +85,122 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
 def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value: float, tol: Tolerances, *,
                              pairs_are: str, more: str) -> tuple[MetricVerdict, bool]:
     """The paired rule on log(current / baseline) throughput ratios, one per pair (rounds or sessions)."""
+    e = paired_estimate(logs, 1.0 - tol.confidence)
     n = len(logs)
-    alpha = 1.0 - tol.confidence
-    walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
-    change = math.expm1(stats.median(walsh))  # Hodges-Lehmann estimate of the per-pair log ratio
-    counts = rank_tests.signed_rank_null_counts(n)
-    p_slower = rank_tests.signed_rank_p(logs, counts)
-    p_faster = rank_tests.signed_rank_p([-v for v in logs], counts)
-    # Interval: Walsh averages between the signed-rank test's critical ranks.
-    k = rank_tests.signed_rank_critical(counts, (1.0 - tol.confidence) / 2.0)
-    ci_low, ci_high = math.expm1(walsh[k]), math.expm1(walsh[len(walsh) - 1 - k])
-    if rank_tests.signed_rank_smallest_p(n) > alpha:
-        mde = math.inf
-    else:
-        # Normal theory with a robust spread; the signed-rank test's efficiency is 3/pi of the t-test's.
-        mde = detectable_slowdown(stats.mad(logs) * 1.4826 * math.sqrt(math.pi / 3.0 / n), float(n - 1), tol)
+    mde = math.inf if n < MIN_PAIRS else detectable_slowdown(e.standard_error, e.df, tol)
+    spells = (f", which move together in spells and weigh as {e.weight:.0f} (lag-1 correlation {e.rho:.2f})"
+              if e.weight < n - 0.5 else "")
 
     def noisy() -> str:
-        if math.isinf(mde):
-            return (f"too noisy to decide: with {n} {pairs_are} no signed-rank test can reach "
-                    f"{percent(tol.confidence)} confidence (smallest possible p = "
-                    f"{rank_tests.signed_rank_smallest_p(n):.2g}); measure at least "
-                    f"{rank_tests.fewest_samples(alpha, rank_tests.signed_rank_smallest_p)} {pairs_are}")
-        return (f"too noisy to decide: the per-pair ratios vary so much that only slowdowns of {mde:.1%} or more "
-                f"are caught {percent(tol.power)} of the time, more than the {percent(tol.throughput)} tolerance; "
-                f"{more}")
+        if n < MIN_PAIRS:
+            return f"too noisy to decide: a verdict needs at least {MIN_PAIRS} {pairs_are}, got {n}; {more}"
+        return (f"too noisy to decide: the per-pair ratios vary so much{spells} that only slowdowns of {mde:.1%} "
+                f"or more are caught {percent(tol.power)} of the time, more than the {percent(tol.throughput)} "
+                f"tolerance; {more}")
 
-    return within_run_throughput(base_value, cur_value, change, (ci_low, ci_high), p_slower, p_faster, mde, tol,
-                                 test=f"one-sided signed-rank test over {n} {pairs_are}", noisy=noisy,
+    p_slower, p_faster = (e.p_slower, e.p_faster) if n >= MIN_PAIRS else (1.0, 1.0)
+    return within_run_throughput(base_value, cur_value, e.change, (e.low, e.high), p_slower, p_faster, mde, tol,
+                                 test=f"one-sided test over {n} {pairs_are}{spells}", noisy=noisy,
                                  over=f" over {n} {pairs_are}")
+
+
+# A verdict needs this many pairs: with fewer, a robust spread and a correlation between neighbours are both
+# too unsure to state a detection limit.
+MIN_PAIRS = 7
+# The lag-1 correlation is estimated from 10-40 pairs; it is used only where it is positive, and capped.
+MAX_RHO = 0.8
+
+
+@dataclass(frozen=True)
+class PairedEstimate:
+    """One estimate, its standard error, the one-sided bounds and p-values that come from them."""
+
+    change: float  # Hodges-Lehmann estimate of the per-pair log ratio, as a relative change
+    low: float  # one-sided lower bound at the level asked, as a relative change
+    high: float
+    p_slower: float
+    p_faster: float
+    standard_error: float  # of the log-ratio estimate
+    df: float
+    rho: float  # the pairs' lag-1 rank correlation, clipped to [0, MAX_RHO]
+    weight: float  # independent pairs they are worth: n (1 - rho) / (1 + rho)
+
+
+def paired_estimate(logs: Sequence[float], alpha: float) -> PairedEstimate:
+    """The paired procedure on per-pair log ratios.
+
+    Estimate: the Hodges-Lehmann estimate (median of the Walsh averages), robust to the one-sided slow spells
+    a shared machine deals out. Its standard error: a robust spread (1.4826 x MAD) times sqrt(pi / 3n), the
+    Hodges-Lehmann estimate's efficiency, with n replaced by the pairs' worth when rounds move together:
+    measured here, a loaded machine's spells last several rounds (tf.data's autotuner and the scheduler change
+    state for seconds), and an exact rank test that takes 20 such rounds as 20 independent ones says 99% sure
+    of a change that is not there. Bounds and p-values: Student's t with weight - 1 degrees of freedom, so
+    that an upper bound below zero and ``p_slower <= alpha`` are the same statement.
+    """
+    n = len(logs)
+    walsh = sorted((logs[i] + logs[j]) / 2.0 for i in range(n) for j in range(i, n))
+    hl = stats.median(walsh) if walsh else 0.0
+    rho = min(MAX_RHO, max(0.0, _lag1_rank_correlation(logs)))
+    weight = n * (1.0 - rho) / (1.0 + rho)
+    spread = 1.4826 * stats.mad(logs) if n else 0.0
+    if spread == 0.0 and n > 1:
+        spread = stats.stdev(logs)  # more than half the pairs alike: the spread of the rest
+    se = spread * math.sqrt(math.pi / 3.0 / max(weight, 1.0))
+    df = max(weight - 1.0, 1.0)
+    if se == 0.0:
+        p_slower = 0.0 if hl < 0 else 1.0
+        return PairedEstimate(math.expm1(hl), math.expm1(hl), math.expm1(hl), p_slower, 1.0 - p_slower if hl > 0
+                              else 1.0, 0.0, df, rho, weight)
+    t = stats.t_quantile(1.0 - alpha, df)
+    p_slower = stats.t_cdf(hl / se, df)
+    return PairedEstimate(math.expm1(hl), math.expm1(hl - t * se), math.expm1(hl + t * se), p_slower,
+                          1.0 - p_slower, se, df, rho, weight)
+
+
+def _lag1_rank_correlation(values: Sequence[float]) -> float:
+    """Spearman's correlation of each value with the next (0 for fewer than 4, or all alike): ranks, so that
+    one slow round does not make a spell; tied values share their mean rank."""
+    n = len(values)
+    if n < 4:
+        return 0.0
+    order = sorted(range(n), key=lambda i: values[i])
+    ranks = [0.0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0
+        i = j + 1
+    x, y = ranks[:-1], ranks[1:]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
+
+
+# The first look of a paired verdict (``session.against``): rounds end early when the change is already
+# surely smaller than the decision threshold, either way.
+FIRST_LOOK_ROUNDS = 10
+
+
+def clearly_within(current_per_s: Sequence[float], baseline_per_s: Sequence[float], tol: Tolerances) -> bool:
+    """True when the rounds so far (each side's throughput per round, round ``i`` beside round ``i``) already
+    put the change above the decision threshold (no regression) and below the tolerance (no improvement), at
+    the confidence level.
+
+    Stopping then can only turn a regressed verdict into an unchanged one, never the reverse, so it adds no
+    false alarm; it loses a slowdown of the tolerance or more only when that slowdown's lower bound came out
+    above the threshold, which a one-sided bound at 99% does at most 1% of the time. (A group-sequential
+    design with a futility look; no error is spent on it.)
+    """
+    logs = [math.log(c / b) for c, b in zip(current_per_s, baseline_per_s) if c > 0 and b > 0]
+    if len(logs) < FIRST_LOOK_ROUNDS:
+        return False
+    e = paired_estimate(logs, 1.0 - tol.confidence)
+    # The verdict it ends with must still state a smallest catchable change within the tolerance.
+    mde = detectable_slowdown(e.standard_error, e.df, tol)
+    d = tol.throughput_decision_threshold
+    return -d < e.low and e.high < tol.throughput and mde <= tol.throughput  # no regression nor improvement to come

@@ -109,7 +109,7 @@ def _judge_throughput(current: Timings, baseline: Timings, tol: Tolerances, seed
     cur_value = current.throughput_per_s
     items_ratio = current.items_per_iteration / baseline.items_per_iteration
     interval = stats.bootstrap_median_ratio(
-        base_rounds, cur_rounds, confidence=tol.confidence, resamples=tol.bootstrap_resamples, seed=seed
+        base_rounds, cur_rounds, confidence=2.0 * tol.confidence - 1.0, resamples=tol.bootstrap_resamples, seed=seed
     )
     ratio = items_ratio * interval.estimate  # current throughput / baseline throughput
     change = ratio - 1.0

@@ -280,19 +280,27 @@ def within_run_throughput(base_value: float, cur_value: float, change: float, ci
                           noisy: Callable[[], str], over: str = "") -> tuple[MetricVerdict, bool]:
     """The throughput verdict of a within-run rule, and whether its evidence is borderline.
 
-    Regressed when the one-sided test says slower (``p_slower``) at the
-    confidence level and the estimated slowdown exceeds the decision
-    threshold (half the tolerance); improved when faster beyond the full
-    tolerance; noisy when the detectable slowdown ``mde`` exceeds the
-    tolerance (``noisy()`` says why, in the rule's own words); borderline when
-    the interval ``ci`` straddles the threshold. ``test`` names the test in
-    the sentence, ``over`` what the estimate is taken over (" over 20 rounds").
+    One estimate, one interval, one test: ``ci`` holds the rule's two
+    one-sided bounds at the confidence level around the estimate ``change``
+    (for 99%: the 1st and 99th percentile points, a 98% two-sided interval),
+    and the tests are one-sided at the same level, so that ``p_slower`` of at
+    most ``1 - confidence`` and an upper bound below zero say the same thing.
+    Regressed when the upper bound lies below zero, the test agrees and the
+    estimated slowdown exceeds the decision threshold (half the tolerance);
+    improved when the lower bound lies above zero, the test agrees and the
+    estimate is faster beyond the full tolerance; noisy when the detectable
+    slowdown ``mde`` exceeds the tolerance (``noisy()`` says why, in the
+    rule's own words); borderline when the bounds straddle the threshold. The
+    printed current rate is the baseline's times the estimated change, so the
+    two rates and the change never disagree (each side's own rate is in its
+    measurement). ``test`` names the test in the sentence, ``over`` what the
+    estimate is taken over (" over 20 rounds").
     """
     alpha = 1.0 - tol.confidence
     d = tol.throughput_decision_threshold
-    if p_slower <= alpha and -change > d:
+    if ci[1] < 0.0 and p_slower <= alpha and -change > d:
         status = Status.REGRESSED
-    elif p_faster <= alpha and change > tol.throughput:
+    elif ci[0] > 0.0 and p_faster <= alpha and change > tol.throughput:
         status = Status.IMPROVED
     elif mde > tol.throughput:
         status = Status.NOISY
@@ -311,8 +319,8 @@ def within_run_throughput(base_value: float, cur_value: float, change: float, ci
         body = (f"unchanged within the {d:.1%} decision threshold (tolerance {tolerance}; "
                 f"{test}: p = {p_slower:.2g}); this comparison catches slowdowns of {mde:.1%} or more")
     unit = "items/s"
-    head = (f"throughput: {format_value(base_value, unit)} -> {format_value(cur_value, unit)} "
-            f"({signed_percent(change)}{over}, {conf} CI {signed_percent(ci[0])} to {signed_percent(ci[1])})")
+    head = (f"throughput: {format_value(base_value, unit)} -> {format_value(base_value * (1.0 + change), unit)} "
+            f"({signed_percent(change)}{over}, {conf} bounds {signed_percent(ci[0])} to {signed_percent(ci[1])})")
     verdict = MetricVerdict(
         metric="throughput",
         unit=unit,
@@ -336,8 +344,8 @@ def detectable_slowdown(standard_error: float, df: float, tol: Tolerances) -> fl
     """The slowdown (fraction of throughput lost) a rule with this log-scale standard error catches ``tol.power``
     of the time at the decision threshold (``stats.minimum_detectable_effect``)."""
     threshold = -math.log1p(-tol.throughput_decision_threshold)
-    mde_log = stats.minimum_detectable_effect(standard_error, alpha=1.0 - tol.confidence, power=tol.power, df=df,
-                                              threshold=threshold)
+    mde_log = stats.minimum_detectable_effect(standard_error, alpha=1.0 - tol.confidence, power=tol.power,
+                                              df=df, threshold=threshold)
     return -math.expm1(-mde_log)
 
 

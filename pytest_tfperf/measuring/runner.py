@@ -46,7 +46,8 @@ def measure(
     watch: bool = True,
     memory_readers: Sequence[MemoryReader] | None = None,
     split_input: bool = True,
-    pace: Callable[[str, int], None] | None = None,
+    pace: Callable[[str, int], bool | None] | None = None,
+    rounds_log: list[float] | None = None,
 ) -> dict[str, RawRun]:
     """Measure one or more variants, interleaving their rounds.
 
@@ -100,8 +101,8 @@ def measure(
             if pace is not None:
                 pace("ready", -1)
             for r in range(n_rounds):
-                if pace is not None:
-                    pace("before", r)
+                if pace is not None and pace("before", r):
+                    break
                 order = states if r % 2 == 0 else list(reversed(states))
                 for st in order:
                     plan = plans[id(st)]
@@ -111,8 +112,10 @@ def measure(
                     chunk = chunk_size(plan.rounds * plan.iterations_per_round)
                     _timed_round(st, plan.iterations_per_round, clock, sync, probes, progress, chunk=chunk,
                                  round_index=r)
-                if pace is not None:
-                    pace("after", r)
+                if rounds_log is not None and states[0].typical_ns:
+                    rounds_log.append(states[0].workload.items_per_iteration * 1e9 / states[0].typical_ns)
+                if pace is not None and pace("after", r):
+                    break
             for st in states:
                 _confirm_growth(st, settings, sync, progress, round_index=n_rounds, clock=clock)
             for st in aux_states:

@@ -50,7 +50,7 @@ def _pct(value: float | None) -> str:
 def change_text(test: PairedChange | None) -> str:
     if test is None or test.change is None:
         return "-"
-    interval = f" (99% CI {_pct(test.ci_low)} to {_pct(test.ci_high)})" if test.ci_low is not None else ""
+    interval = f" (99% bounds {_pct(test.ci_low)} to {_pct(test.ci_high)})" if test.ci_low is not None else ""
     return f"{_pct(test.change)}{interval}"
 
 
@@ -75,7 +75,7 @@ def step_line(step: Step) -> str:
 
 
 def table_lines(steps: tuple[Step, ...]) -> list[str]:
-    lines = ["| step | commit | subject | verdict against GOOD | throughput change (99% CI) | time |",
+    lines = ["| step | commit | subject | verdict against GOOD | throughput change (99% bounds) | time |",
              "|---|---|---|---|---|---|"]
     for s in steps:
         j = s.judgement

@@ -59,6 +59,7 @@ from typing import Any
 
 from pytest_tfperf.config import PARTNER_ENV as ENV_FDS
 from pytest_tfperf.model import Measurement
+from pytest_tfperf.session import freeze
 from pytest_tfperf.session.partner_tree import (
     BaselineTree,
     PartnerError,
@@ -70,7 +71,7 @@ from pytest_tfperf.session.partner_tree import (
 )
 
 LOG_TAIL_LINES = 30
-PROTOCOL = 2  # bumped when the messages change: both sessions must speak the same one
+PROTOCOL = 3  # bumped when the messages change: both sessions must speak the same one
 
 
 class Channel:
@@ -140,6 +141,19 @@ class Partner:
         self._tree: BaselineTree | None = None
         self._broken: str | None = None  # why the partner cannot be used at all any more
         self.held: PairedRun | None = None  # a run whose partner test waits for "profile" or "release"
+        self.freezing = freeze.supported() and os.environ.get("TFPERF_FREEZE", "1") != "0"
+        self._frozen = False
+        self._guard: subprocess.Popen[bytes] | None = None
+
+    def freeze(self) -> None:
+        """Stop the partner process while this one is timed (``session.freeze``)."""
+        if self._process is not None and not self._frozen:
+            self._frozen = freeze.stop(self._process.pid)
+
+    def thaw(self) -> None:
+        if self._process is not None and self._frozen:
+            freeze.cont(self._process.pid)
+        self._frozen = False
 
     @property
     def log_path(self) -> Path | None:
@@ -169,6 +183,8 @@ class Partner:
                                                  stderr=subprocess.STDOUT, pass_fds=(to_partner_r, from_partner_w))
             os.close(to_partner_r)
             os.close(from_partner_w)
+            if self.freezing:
+                self._guard = freeze.guard(os.getpid(), self._process.pid)
             self._channel = Channel(from_partner_r, to_partner_w)
             hello = self._channel.receive(self.timeout_s)
             if hello.get("op") != "hello" or hello.get("protocol") != PROTOCOL:
@@ -186,29 +202,48 @@ class Partner:
         return self._channel
 
     def begin(self, test_id: str, rounds: int, budget_s: float, *, variants: bool = False,
-              explain: bool = False) -> PairedRun:
+              explain: bool = False, wait: bool = True) -> PairedRun:
         """Ask the partner to get ``test_id`` ready to measure; raises PartnerError with the reason it can't.
 
         ``variants``: a ``tfperf.compare()`` test may measure all its variants (a confirmation, read with
         ``finish_all``); without it the partner refuses one, since a pairing needs a single workload.
         ``explain``: after its result the partner keeps the workload for a profiled pass (``PairedRun.profile``)
         until released (``release_held``; the next ``begin``, ``restart`` or ``close`` release it too).
+        ``wait=False``: return at once and read its answer at the run's ``pace("ready")`` (or ``await_ready``),
+        so that the partner sets up and warms up while this session does (nothing is timed then); a partner
+        that cannot measure the test then drops the pairing (``PairedRun.dropped``) instead of raising.
         """
         self.release_held()
         channel = self._start()
+        freeze = os.getpid() if self.freezing else 0
         try:
             channel.send(op="run", nodeid=test_id, rounds=rounds, budget_s=budget_s, variants=variants,
-                         explain=explain)
+                         explain=explain, freeze=freeze)
+        except PartnerError as exc:
+            self._lost(exc)
+        run = PairedRun(self, channel, test_id, explain=explain, answered=False)
+        if wait:
+            why = run.await_ready()
+            if why is not None:
+                raise PartnerError(why)
+        return run
+
+    def _answer_to_run(self, channel: Channel, test_id: str) -> str | None:
+        """Read the partner's answer to ``run``: None when ready (then stopped until its first round), else why
+        not. A partner that does not answer is given up (``_lost``) and the PartnerError says so."""
+        try:
             answer = channel.receive(self.timeout_s)
         except PartnerError as exc:
             self._lost(exc)
         op = answer.get("op")
         if op == "ready":
-            return PairedRun(self, channel, test_id, explain=explain)
+            if self.freezing:
+                self.freeze()  # warmed up: it waits for its first round where it stands, doing nothing
+            return None
         if op == "missing":
-            raise PartnerError(f"{self.against} has no test {test_id}")
+            return f"{self.against} has no test {test_id}"
         if op == "failed":
-            raise PartnerError(f"the test failed in {self.against} before measuring: {answer.get('text', '')}")
+            return f"the test failed in {self.against} before measuring: {answer.get('text', '')}"
         self._lost(PartnerError(f"unexpected answer {answer}"))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -241,6 +276,7 @@ class Partner:
         """Stop a partner that did not answer in time, at once: a late answer must never be read as the next
         one. Not broken: the next test starts a fresh process in the same tree."""
         self.held = None
+        self.thaw()
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -248,6 +284,8 @@ class Partner:
             self._process.kill()
             self._process.wait()
             self._process = None
+        freeze.end_guard(self._guard)
+        self._guard = None
         with open(self.log_path or os.devnull, "a") as log:
             log.write(f"\n[tfperf] partner stopped by the coordinator: {why}\n")
 
@@ -263,6 +301,7 @@ class Partner:
 
     def _stop_process(self) -> None:
         self.held = None  # "exit" ends a held test too
+        self.thaw()
         if self._channel is not None:
             try:
                 self._channel.send(op="exit")
@@ -277,6 +316,8 @@ class Partner:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+        freeze.end_guard(self._guard)
+        self._guard = None
 
     def close(self, *, keep_reason: bool = False) -> None:
         self._stop_process()
@@ -293,37 +334,96 @@ class Partner:
 class PairedRun:
     """One test measured beside its partner: ``pace`` drives the partner's rounds, ``finish`` fetches its figures."""
 
-    def __init__(self, partner: Partner, channel: Channel, test_id: str, *, explain: bool = False) -> None:
+    def __init__(self, partner: Partner, channel: Channel, test_id: str, *, explain: bool = False,
+                 answered: bool = True) -> None:
         self._partner = partner
         self._channel = channel
         self._test_id = test_id
         self._explain = explain
         self.dropped: str | None = None  # why the pairing ended early, if it did
+        self.never_started = False  # the partner could not measure the test at all (missing, failed, silent)
+        self._ready: bool | None = True if answered else None  # the answer to "run": not read yet, ready, or not
+        self._ours_per_s: list[float] = []
+        self._theirs_per_s: list[float] = []  # the partner's throughput per round, from its "done" answers
+        self._tolerances: Any = None  # set by ``look``: the first look may end the rounds
+        self.stopped_at: int | None = None  # rounds each side measured when the first look ended them
         self._rounds_done = 0
 
-    def pace(self, event: str, index: int) -> None:
-        """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd."""
-        if (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
-            self._partner_round(index)
+    def pace(self, event: str, index: int) -> bool | None:
+        """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd;
+        at ``ready`` (this side warmed up), the partner's answer to ``run`` is read if it has not been. True:
+        the rounds end here, on both sides (the first look found the change clear)."""
+        if event == "ready":
+            self.await_ready()
+        elif (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
+            self.partner_round(index)
+        if event == "after" and self._clear_after(index + 1):
+            self._stop_rounds()
+            return True
+        return None
+
+    def look(self, ours_per_s: list[float], tolerances: Any) -> None:
+        """Let the rounds end at the first look when the change is already clear (``gates.paired.clearly_within``):
+        ``ours_per_s`` is this side's throughput per round as the runner logs it."""
+        self._ours_per_s, self._tolerances = ours_per_s, tolerances
+
+    def _clear_after(self, rounds: int) -> bool:
+        from pytest_tfperf.gates.paired import FIRST_LOOK_ROUNDS, clearly_within
+
+        if rounds != FIRST_LOOK_ROUNDS or self._tolerances is None or self.dropped is not None:
+            return False
+        ours, theirs = self._ours_per_s[:rounds], self._theirs_per_s[:rounds]
+        return len(ours) == len(theirs) == rounds and clearly_within(ours, theirs, self._tolerances)
+
+    def _stop_rounds(self) -> None:
+        self._partner.thaw()
+        try:
+            self._channel.send(op="stop")
+        except PartnerError as exc:
+            self.dropped = f"the partner stopped answering at the first look ({exc})"
+            return
+        self.stopped_at = len(self._theirs_per_s)
+
+    def await_ready(self) -> str | None:
+        """Wait for the partner to be ready (once): None, or why it cannot measure (the pairing is then dropped,
+        ``never_started``). Never raises: this runs inside this session's measurement."""
+        if self._ready is None:
+            try:
+                why = self._partner._answer_to_run(self._channel, self._test_id)
+            except PartnerError as exc:
+                why = str(exc)
+            self._ready = why is None
+            if why is not None:
+                self.dropped, self.never_started = why, True
+            return why
+        return None if self._ready else self.dropped
 
     def measure_alone(self, rounds: int) -> None:
         """Let the partner measure all its rounds while this session waits (a confirmation in a fresh process)."""
         for index in range(rounds):
-            self._partner_round(index)
+            self.partner_round(index)
 
-    def _partner_round(self, index: int) -> None:
+    def partner_round(self, index: int) -> None:
+        if self._ready is None:
+            self.await_ready()
         if self.dropped is not None:
             return
+        self._partner.thaw()
         try:
             self._channel.send(op="round", index=index)
             answer = self._channel.receive(self._partner.timeout_s)
         except PartnerError as exc:
             self.dropped = f"the partner stopped answering in round {index + 1} ({exc})"
             return
+        if self._partner.freezing:
+            self._partner.freeze()
         if answer.get("op") != "done" or answer.get("index") != index:
             text = answer.get("text", answer)
             self.dropped = f"the partner's measurement failed in round {index + 1}: {text}"
             return
+        per_s = answer.get("per_s")
+        if isinstance(per_s, (int, float)):
+            self._theirs_per_s.append(float(per_s))
         self._rounds_done += 1
 
     def finish(self, completed: bool) -> Measurement:
@@ -335,6 +435,7 @@ class PairedRun:
         from pytest_tfperf.storage.fields import Field, StorageError
         from pytest_tfperf.storage.serialization import measurement_from_dict
 
+        self._partner.thaw()
         if not completed and self.dropped is None:
             self.dropped = "this session's measurement did not complete"
             try:
@@ -411,6 +512,7 @@ class Request:
     budget_s: float
     variants: bool = False  # every tfperf.compare() variant may be measured (a confirmation), not just one
     explain: bool = False  # after the result, hold the workload for "profile" requests until "release"
+    freeze: int = 0  # the coordinator's pid: stopped while this session times a round (``session.freeze``)
     answered: bool = False  # a "ready", "result" or "failed" went back
     failure: str = ""
 
@@ -422,6 +524,8 @@ class PartnerServer:
         self.channel = channel
         self.request: Request | None = None
         self._exit = False  # "exit" came while a test was held
+        self._frozen = False  # the coordinator is stopped by this session
+        self.rounds_log: list[float] = []  # this side's throughput per round (the runner's ``rounds_log``)
 
     @classmethod
     def from_environment(cls) -> PartnerServer:
@@ -452,25 +556,38 @@ class PartnerServer:
                 continue
             self.request = Request(test_id, int(message.get("rounds", 20)), float(message.get("budget_s", 2.0)),
                                    variants=bool(message.get("variants", False)),
-                                   explain=bool(message.get("explain", False)))
+                                   explain=bool(message.get("explain", False)),
+                                   freeze=int(message.get("freeze", 0) or 0))
             try:
                 run_item(item)
             finally:
+                self._thaw_coordinator()  # a round that raised must not leave the coordinator stopped
                 request, self.request = self.request, None
             if request is not None and not request.answered:
                 self.channel.send(op="failed", text=request.failure or "the test ended without measuring")
 
     # Called by the partner session's measuring code.
 
-    def pace(self, event: str, index: int) -> None:
+    def pace(self, event: str, index: int) -> bool | None:
         if event == "ready":
             self._answer(op="ready")
         elif event == "before":
             message = self.channel.receive(None)
+            if message.get("op") == "stop":
+                return True  # the coordinator's first look: the change is clear, the rounds end here
             if message.get("op") != "round" or message.get("index") != index:
                 raise PartnerError(f"stopped by the coordinator ({message.get('op')})")
+            if self.request is not None and self.request.freeze:
+                self._frozen = freeze.stop(self.request.freeze)
         elif event == "after":
-            self.channel.send(op="done", index=index)
+            self._thaw_coordinator()
+            self.channel.send(op="done", index=index, per_s=self.rounds_log[-1] if self.rounds_log else None)
+        return None
+
+    def _thaw_coordinator(self) -> None:
+        if self._frozen and self.request is not None:
+            freeze.cont(self.request.freeze)
+        self._frozen = False
 
     def send_result(self, measurements: Sequence[Measurement]) -> None:
         from pytest_tfperf.storage.serialization import measurement_to_dict

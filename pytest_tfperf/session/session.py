@@ -39,6 +39,7 @@ class TfPerfSession:
         self.partner_server: Any = None  # partner.PartnerServer when this session is another's partner
         self.invocation: tuple[str, list[str]] = (rootdir, [])  # where pytest ran, and its path arguments
         self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
+        self._own_partner: Any = None  # a fresh process of this tree, for confirming a paired regression
         self.stored_gate = StoredGate(config, rootdir, self.baseline_dir, self.store, self.environment,
                                       lambda: self.invocation)
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
@@ -69,6 +70,9 @@ class TfPerfSession:
         if self._partner is not None:
             self._partner.close()
         self._partner = None
+        if self._own_partner is not None:
+            self._own_partner.close()
+        self._own_partner = None
         self.stored_gate.close()
         for probes in self._probes.values():
             for probe in probes:
@@ -95,16 +99,18 @@ class TfPerfSession:
         if self.partner_server is not None and self.partner_server.request is not None:
             return self._measure_for_partner(fx, workloads, mode, settings)
 
-        def measure_once(pace: Callable[[str, int], None] | None = None) -> dict[str, Measurement]:
+        def measure_once(pace: Callable[[str, int], bool | None] | None = None,
+                         rounds_log: list[float] | None = None) -> dict[str, Measurement]:
             raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
-                                  watch=settings.stall.enabled, pace=pace)
+                                  watch=settings.stall.enabled, pace=pace, rounds_log=rounds_log)
             return {name: self._build(fx._variant_id(name), mode, raw, workloads[name]) for name, raw in raws.items()}
 
         ours, theirs, against_note = None, None, None
         if self.config.against and reference is None and len(workloads) == 1 and options.gate:
             settings = _paired_settings(settings)
             ours, theirs, against_note = self._measure_beside_partner(
-                fx._node_id, settings, measure_once, fallback="judged as without --tfperf-against")
+                fx._node_id, settings, measure_once, fallback="judged as without --tfperf-against",
+                tolerances=self._tolerances(options))
         measured = ours if ours is not None else measure_once()
         against = theirs is not None
         if theirs is not None:
@@ -324,62 +330,22 @@ class TfPerfSession:
     def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
                        options: MarkerOptions, settings: RunSettings,
                        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]) -> Outcome:
-        """The paired verdict against the partner's figures, confirmed before it fails a test.
+        from pytest_tfperf.session import against
 
-        A borderline verdict, or a throughput regression, is measured once more
-        beside a fresh partner process and the pooled rounds decide: two
-        processes can differ by a few percent for as long as they live, and a
-        failure must not rest on one such pair.
-        """
-        outcome = self._evaluate_against(measured[name], theirs, options)
-        throughput = outcome.verdict.metric("throughput")
-        regressed = throughput is not None and str(throughput.status) == "regressed"
-        if not (regressed or borderline(outcome)):
-            return outcome
-        from pytest_tfperf.gates.pooling import pool
+        return against.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
 
-        why = "the first verdict was a throughput regression" if regressed else "the first verdict was borderline"
-        self.partner().restart()
-        ours, theirs_again, note = self._measure_beside_partner(test_id, settings, measure_once,
-                                                                fallback="the first measurement decided")
-        if ours is None or theirs_again is None:
-            outcome.notices.append(f"{note} (a re-measure because {why})")
-            return outcome
-        measured[name] = pool(measured[name], ours[name])
-        outcome = self._evaluate_against(measured[name], pool(theirs, theirs_again), options)
-        outcome.notices.append(
-            f"{test_id}: re-measured beside a fresh partner process in {self.config.against} because {why}; "
-            f"judged on both measurements pooled ({len(measured[name].timings.round_sizes)} rounds a side)")
-        return outcome
+    def _confirm_against(self, test_id: str, settings: RunSettings
+                         ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
+        from pytest_tfperf.session import against
 
-    def _measure_beside_partner(
-        self, test_id: str, settings: RunSettings,
-        measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]], *, fallback: str,
-    ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
-        """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
+        return against.confirm(self, test_id, settings)
 
-        Ours is None when the partner could not even start the test (measure
-        alone then); theirs is None when the partner's figures were lost.
-        """
-        from pytest_tfperf.session.partner_tree import PartnerError
+    def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Any, *, fallback: str,
+                                tolerances: Any = None,
+                                ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
+        from pytest_tfperf.session import against
 
-        against = self.config.against
-        try:
-            run = self.partner().begin(test_id, settings.rounds, settings.budget_s, explain=self.config.explain)
-        except PartnerError as exc:
-            return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
-        completed = False
-        try:
-            ours = measure_once(run.pace)
-            completed = True
-        finally:
-            try:
-                theirs, why = run.finish(completed), None
-            except PartnerError as exc:
-                theirs, why = None, str(exc)
-        if theirs is None:
-            return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
-        return ours, theirs, None
+        return against.measure_beside(self, test_id, settings, measure_once, fallback=fallback, tolerances=tolerances)
 
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, Workload], mode: str,
                              settings: RunSettings) -> dict[str, Measurement]:
@@ -393,8 +359,12 @@ class TfPerfSession:
                                "version; --tfperf-against pairs single workloads only")
         settings = dataclasses.replace(settings, rounds=request.rounds, min_rounds=request.rounds,
                                        budget_s=request.budget_s)
+        # Only the timed rounds are paired: the dataset-alone and step-alone phases would keep the coordinator
+        # waiting for figures it does not judge.
+        server.rounds_log = []
         raws = runner.measure(workloads, settings, probes=self.probes(), sync=_device_sync(),
-                              watch=settings.stall.enabled, pace=server.pace)
+                              watch=settings.stall.enabled, pace=server.pace, split_input=False,
+                              rounds_log=server.rounds_log)
         measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
         server.send_result(list(measured.values()))
         server.hold(lambda message: self._profile_for_coordinator(workloads, message, measured))
@@ -552,11 +522,13 @@ def _iterations(m: Measurement, settings: RunSettings) -> int:
 
 
 def _paired_settings(settings: RunSettings) -> RunSettings:
-    """Rounds for a paired verdict: 7 pairs at least reach 99%; 20 short ones catch a 10% slowdown."""
+    """Rounds for a paired verdict: 7 pairs at least reach 99%; 20 short ones catch a 10% slowdown. Each side
+    gets half the budget, so that both together measure as long as a plain run: what the pairing buys is the
+    turns, not more time (docs/gates.md, benchmarks/paired_pipelines.py)."""
     from pytest_tfperf.session.fixture import PAIRED_ROUNDS
 
     rounds = max(settings.rounds, PAIRED_ROUNDS)
-    return dataclasses.replace(settings, rounds=rounds, min_rounds=rounds)
+    return dataclasses.replace(settings, rounds=rounds, min_rounds=rounds, budget_s=settings.budget_s / 2.0)
 
 
 def _device_sync() -> Callable[[], None] | None:

@@ -65,7 +65,8 @@ def github_merge_checkout(origin: Origin, dest: Path, *depth: str) -> Path:
     work = clone(origin, dest.parent / (dest.name + "-merge"))
     git(work, "checkout", "-q", "--detach", "origin/main")
     git(work, "merge", "-q", "--no-edit", "origin/feature")
-    git(work, "push", "-q", "origin", "HEAD:refs/pull/1/merge")
+    # Forced: each test makes its own merge commit (another second, another hash) over the shared origin's ref.
+    git(work, "push", "-q", "origin", "+HEAD:refs/pull/1/merge")
     git(repo, "fetch", "-q", "--no-tags", *depth, "origin", "refs/pull/1/merge")
     git(repo, "checkout", "-q", "--detach", "FETCH_HEAD")
     git(repo, "update-ref", "-d", "refs/remotes/origin/main")  # the merge ref is all actions/checkout fetches

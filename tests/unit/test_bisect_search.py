@@ -225,14 +225,14 @@ def test_each_step_is_reported_as_it_ends_and_tabled_with_the_count_and_the_time
     result = bisect(COMMITS, planted((3, 0.2)), on_step=lambda s: seen.append(step_line(s)), clock=FakeClock(20.0))
     assert len(seen) == len(result.steps)
     assert seen[0] == (f"step 1: {COMMITS[30].short} 'commit 31' ({COMMITS[30].author_date}): BAD (regressed), "
-                       "throughput -20.0% (99% CI -22.0% to -18.0%) against GOOD [20 s]")
+                       "throughput -20.0% (99% bounds -22.0% to -18.0%) against GOOD [20 s]")
     lines = result_lines(result, "g", "b")
     assert lines[:3] == [f"first bad commit: {COMMITS[3].sha}", "  commit 4", f"  author date {COMMITS[3].author_date}"]
-    assert lines[3] == ("  t.py::test_x: throughput -20.0% (99% CI -22.0% to -18.0%) against GOOD, paired verdict "
+    assert lines[3] == ("  t.py::test_x: throughput -20.0% (99% bounds -22.0% to -18.0%) against GOOD, paired verdict "
                         "REGRESSED: throughput: -20.0%")
     table = [ln for ln in lines if ln.startswith("| ")]
     assert len(table) == 1 + len(result.steps)
-    assert table[1] == f"| 1 | {COMMITS[30].short} | commit 31 | BAD (regressed) | -20.0% (99% CI -22.0% to -18.0%) | 20 s |"
+    assert table[1] == f"| 1 | {COMMITS[30].short} | commit 31 | BAD (regressed) | -20.0% (99% bounds -22.0% to -18.0%) | 20 s |"
     assert table[-1].startswith(f"| {len(result.steps)} | {COMMITS[2].short} | commit 3 | good, judged again | ")
     assert lines[-1] == f"{len(result.steps)} paired steps (planned about 7) over 31 commits in " \
                         f"{result.elapsed_s / 60:.1f} min"

@@ -62,7 +62,7 @@ def test_a_regression_exits_one_and_says_what_moved(tmp_path: Path, old: Path) -
     (line,) = [x for x in out.splitlines() if x.startswith("REGRESSED")]
     assert "t::a: throughput slower than baseline by 20%" in line
     (detail,) = [x for x in out.splitlines() if x.startswith("    throughput: ")]
-    assert "-> 25," in detail and "(-19.9%, 99% CI" in detail and "p = 0.0011" in detail
+    assert "-> 25," in detail and "(-19.9%, 99% bounds" in detail and "p = 0.0011" in detail
     assert "1 REGRESSED, 1 ok" in out.splitlines()[-1]
 
 

@@ -73,6 +73,16 @@ class ScriptedChannel:
 
 class FakePartner:
     timeout_s = 1.0
+    freezing = False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def freeze(self) -> None:
+        self.calls.append("freeze")
+
+    def thaw(self) -> None:
+        self.calls.append("thaw")
 
 
 def measurement() -> Measurement:
@@ -193,6 +203,9 @@ class HoldingPartner:
     def abandon(self, why: str) -> None:
         self.abandoned.append(why)
         self.held = None
+
+    def thaw(self) -> None:
+        pass
 
 
 def held_run(answers: list[dict[str, Any]]) -> tuple[PairedRun, ScriptedChannel, HoldingPartner]:
@@ -372,3 +385,82 @@ def test_paths_given_to_this_session_point_into_the_partner_tree(tmp_path: Path)
     assert argument_in_tree(f"{current}/tests/test_a.py::test_x", current, tree) == f"{tree}/tests/test_a.py::test_x"
     assert argument_in_tree(f"{current}/tests", current, tree) == f"{tree}/tests"
     assert argument_in_tree("/elsewhere/test_b.py", current, tree) == "/elsewhere/test_b.py"
+
+
+def test_the_partner_is_let_run_only_for_its_own_rounds() -> None:
+    """Stopped while this session is timed (freeze), let run (thaw) just before each of its rounds."""
+    channel = ScriptedChannel([{"op": "done", "index": i} for i in range(2)]
+                              + [{"op": "result", "measurement": measurement_to_dict(measurement())}])
+    partner = FakePartner()
+    partner.freezing = True
+    run = PairedRun(partner, channel, "t.py::test_a")  # type: ignore[arg-type]
+    run.pace("after", 0)
+    assert partner.calls == ["thaw", "freeze"]
+    run.pace("before", 1)
+    assert partner.calls == ["thaw", "freeze", "thaw", "freeze"]
+    run.finish(True)
+    assert partner.calls[-1] == "thaw"  # running again to send its result
+
+
+class AnsweringPartner(FakePartner):
+    """Reads the answer to "run" as Partner does: ready, or why not."""
+
+    freezing = True
+
+    def _answer_to_run(self, channel: Any, test_id: str) -> str | None:
+        answer = channel.receive(1.0)
+        if answer["op"] == "ready":
+            self.freeze()
+            return None
+        return f"there is no test {test_id}"
+
+
+def test_a_partner_asked_without_waiting_is_read_at_this_sides_ready_and_stopped_till_its_round() -> None:
+    channel = ScriptedChannel([{"op": "ready"}, {"op": "done", "index": 0}])
+    partner = AnsweringPartner()
+    run = PairedRun(partner, channel, "t.py::test_a", answered=False)  # type: ignore[arg-type]
+    assert partner.calls == []  # it sets up and warms up while this side does
+    run.pace("ready", -1)
+    assert partner.calls == ["freeze"] and run.dropped is None
+    run.pace("after", 0)
+    assert partner.calls == ["freeze", "thaw", "freeze"]
+
+
+def test_a_partner_that_cannot_measure_the_test_drops_the_pairing_without_raising_into_the_measurement() -> None:
+    run = PairedRun(AnsweringPartner(), ScriptedChannel([{"op": "missing"}]), "t.py::test_a",  # type: ignore[arg-type]
+                    answered=False)
+    run.pace("ready", -1)  # inside this side's measurement: must not raise
+    run.pace("after", 0)  # no round is asked of it
+    assert run.never_started and run.dropped == "there is no test t.py::test_a"
+    with pytest.raises(PartnerError, match="there is no test"):
+        run.finish(True)
+
+
+def test_the_first_look_ends_both_sides_rounds_when_the_change_is_clear() -> None:
+    from pytest_tfperf.gates.paired import FIRST_LOOK_ROUNDS
+    from pytest_tfperf.gates.verdict import Tolerances
+
+    n = FIRST_LOOK_ROUNDS
+    channel = ScriptedChannel([{"op": "done", "index": i, "per_s": 100.0 + 0.1 * (i % 3)} for i in range(n)])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    ours: list[float] = []
+    run.look(ours, Tolerances())
+    ended = None
+    for r in range(n):  # as the runner calls it, logging this side's rounds
+        run.pace("before", r)
+        ours.append(100.0 + 0.1 * ((r + 1) % 3))
+        ended = run.pace("after", r)
+        if r < n - 1:
+            assert not ended
+    assert ended is True and run.stopped_at == n
+    assert channel.sent[-1] == {"op": "stop"}  # the partner ends its rounds too
+
+
+def test_without_a_look_the_rounds_run_to_the_end() -> None:
+    from pytest_tfperf.gates.paired import FIRST_LOOK_ROUNDS
+
+    n = FIRST_LOOK_ROUNDS
+    channel = ScriptedChannel([{"op": "done", "index": i, "per_s": 100.0} for i in range(n)])
+    run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
+    assert not any(run.pace("before", r) or run.pace("after", r) for r in range(n))
+    assert {"op": "stop"} not in channel.sent

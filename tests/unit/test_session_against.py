@@ -1,10 +1,12 @@
-"""The session's --tfperf-against flow with the partner faked: re-measure of a borderline verdict, pooled."""
+"""The session's --tfperf-against plan with the partners faked: a second look when borderline, pooled; a
+regression confirmed by two fresh processes before it fails."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pytest_tfperf.config import MarkerOptions, SessionConfig
+from pytest_tfperf.measuring.workload import RunSettings
 from pytest_tfperf.model import Measurement, Timings
 from pytest_tfperf.session.session import TfPerfSession
 
@@ -36,57 +38,100 @@ def session() -> TfPerfSession:
     return s
 
 
-def test_a_borderline_verdict_is_measured_again_beside_a_fresh_partner_and_pooled() -> None:
+SETTINGS = RunSettings()
+
+
+def test_a_borderline_verdict_is_looked_at_again_beside_the_same_partner_and_pooled() -> None:
     s = session()
     calls: list[dict[str, Any]] = []
 
-    def beside(test_id: str, settings: Any, measure_once: Any, *, fallback: str) -> Any:
+    def beside(test_id: str, settings: Any, measure_once: Any, *, fallback: str, tolerances: Any = None) -> Any:
         calls.append({"test_id": test_id, "fallback": fallback})
-        return {"": measurement([1.2] * 20)}, THEIRS, None  # the second look: clearly 17% slower
+        return {"": measurement([1.0] * 20)}, THEIRS, None  # the second look: unchanged
 
     s._measure_beside_partner = beside  # type: ignore[method-assign]
+    s._confirm_against = lambda *a: (_ for _ in ()).throw(AssertionError("confirmed"))  # type: ignore[method-assign]
     measured = {"": BORDERLINE}
     first = s._evaluate_against(BORDERLINE, THEIRS, MarkerOptions())
     assert first.verdict.needs_remeasure and str(first.verdict.status) != "regressed"
 
-    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
+    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
     assert calls == [{"test_id": TEST_ID, "fallback": "the first measurement decided"}]
-    assert s._partner.restarts == 1  # type: ignore[attr-defined]
+    assert s._partner.restarts == 0  # type: ignore[attr-defined]  # the same partner process: a look, not a restart
     assert len(measured[""].timings.round_sizes) == 40  # both measurements pooled
-    assert str(outcome.verdict.status) == "regressed" and outcome.partner and outcome.paired_with == "origin/main"
+    assert str(outcome.verdict.status) != "regressed" and outcome.partner and outcome.paired_with == "origin/main"
     assert outcome.notices == [
-        f"{TEST_ID}: re-measured beside a fresh partner process in origin/main because the first verdict was "
-        "borderline; judged on both measurements pooled (40 rounds a side)"]
+        f"{TEST_ID}: measured a second time beside the same partner because the first verdict was borderline; "
+        "judged on both measurements pooled (40 rounds a side)"]
 
 
-def test_a_throughput_regression_fails_only_once_confirmed_beside_a_fresh_partner() -> None:
+def test_a_regression_seen_at_the_second_look_is_confirmed_with_as_many_rounds() -> None:
+    s = session()
+    s._measure_beside_partner = lambda *a, **k: ({"": measurement([1.2] * 20)}, THEIRS, None)  # type: ignore[method-assign]
+    asked: list[int] = []
+
+    def confirm(test_id: str, settings: RunSettings) -> Any:
+        asked.append(settings.rounds)
+        return (measurement([1.2] * 40), measurement([1.0] * 40)), None
+
+    s._confirm_against = confirm  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": BORDERLINE}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert asked == [40]
+    assert str(outcome.verdict.status) == "regressed"
+    assert outcome.notices[-1].startswith(f"{TEST_ID}: confirmed in two fresh processes, one of each version")
+
+
+def test_a_throughput_regression_that_two_fresh_processes_do_not_see_passes_and_says_so() -> None:
     s = session()
     slow = measurement([1.07] * 20)  # 6.5% slower in every round: past the 5% threshold beyond doubt
     assert str(s._evaluate_against(slow, THEIRS, MarkerOptions()).verdict.status) == "regressed"
 
-    # The second partner process runs as fast as ours: the first pair was an offset between two processes.
-    s._measure_beside_partner = lambda *a, **k: ({"": measurement([1.0] * 20)}, THEIRS, None)  # type: ignore[method-assign]
+    # The fresh pair runs alike: the first pair was an offset between two processes.
+    fresh_ours = measurement([1.0] * 20)
+    s._confirm_against = lambda *a: ((fresh_ours, THEIRS), None)  # type: ignore[method-assign]
+    s._measure_beside_partner = lambda *a, **k: (_ for _ in ()).throw(AssertionError("looked again"))  # type: ignore[method-assign]
     measured = {"": slow}
-    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
-    assert s._partner.restarts == 1  # type: ignore[attr-defined]
-    assert str(outcome.verdict.status) != "regressed"
-    assert "because the first verdict was a throughput regression" in outcome.notices[0]
+    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert str(outcome.verdict.status) == "unchanged"
+    assert measured[""] is fresh_ours  # the fresh pair's figures are the ones reported
+    assert "not confirmed: this process read throughput:" in outcome.notices[0]
+    assert "two fresh processes, one of each version, taking turns, did not" in outcome.notices[0]
 
 
-def test_when_the_re_measure_is_lost_the_first_verdict_stands_and_says_so() -> None:
+def test_a_confirmed_regression_fails_and_names_the_confirmation() -> None:
+    s = session()
+    slow = measurement([1.07] * 20)
+    s._confirm_against = lambda *a: ((measurement([1.08] * 20), THEIRS), None)  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": slow}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert str(outcome.verdict.status) == "regressed"
+    assert "confirmed in two fresh processes" in outcome.notices[0] and "slower than the baseline" in outcome.notices[0]
+
+
+def test_when_the_confirmation_is_lost_the_first_verdict_stands_and_says_so() -> None:
+    s = session()
+    s._confirm_against = lambda *a: (None, "the partner stopped answering")  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": measurement([1.07] * 20)}, "", THEIRS, MarkerOptions(), SETTINGS,  # type: ignore[arg-type]
+                               None)
+    assert str(outcome.verdict.status) == "regressed"
+    assert outcome.notices == [f"{TEST_ID}: the regression could not be measured again in two fresh processes (the "
+                               "partner stopped answering); the first measurement decided"]
+
+
+def test_when_the_second_look_is_lost_the_first_verdict_stands_and_says_so() -> None:
     s = session()
     note = f"{TEST_ID}: not measured beside origin/main: the partner stopped answering; the first measurement decided"
     s._measure_beside_partner = lambda *a, **k: (None, None, note)  # type: ignore[method-assign]
     measured = {"": BORDERLINE}
-    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
+    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
     assert measured[""] is BORDERLINE
-    assert outcome.notices == [f"{note} (a re-measure because the first verdict was borderline)"]
+    assert outcome.notices == [f"{note} (a second look because the first verdict was borderline)"]
 
 
 def test_a_clear_verdict_is_not_measured_again() -> None:
     s = session()
     s._measure_beside_partner = lambda *a, **k: (_ for _ in ()).throw(AssertionError("measured again"))  # type: ignore[method-assign]
+    s._confirm_against = lambda *a: (_ for _ in ()).throw(AssertionError("confirmed"))  # type: ignore[method-assign]
     clear = measurement([1.0] * 20)
-    outcome = s._judge_against(TEST_ID, {"": clear}, "", THEIRS, MarkerOptions(), None, None)  # type: ignore[arg-type]
+    outcome = s._judge_against(TEST_ID, {"": clear}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
     assert str(outcome.verdict.status) == "unchanged" and not outcome.notices
     assert s._partner.restarts == 0  # type: ignore[attr-defined]

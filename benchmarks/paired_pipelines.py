@@ -1,0 +1,239 @@
+"""The paired gate (``--tfperf-against``) on tests written as users write them: tf.data pipelines with
+TensorFlow's default options, Keras ``fit`` and ``train_on_batch``, a ``tf.function`` step.
+
+Run:   .venv/bin/python benchmarks/paired_pipelines.py --aa 20 --planted 10 --cost 5
+Writes benchmarks/results/paired_pipelines.json and .md.
+
+Two directories hold the same six tests, as two checkouts would (``base/`` and ``change/``):
+
+* ``test_image_map``: ``from_tensor_slices(...).repeat().batch(64).map(augment).prefetch(AUTOTUNE)`` (random
+  flips, brightness and a resize; TensorFlow's default options: autotune, map parallelization, an injected
+  prefetch), consumed by a small ``tf.function`` step through ``tfperf.iterate``;
+* ``test_spectrogram``: ``map(stft).cache().repeat().batch(8).prefetch(AUTOTUNE)``, the same consumer;
+* ``test_shuffled_augment``: ``shuffle(256).map(flip, num_parallel_calls=AUTOTUNE).batch(32).prefetch``;
+* ``test_train_on_batch``: a small Keras CNN, ``model.train_on_batch``;
+* ``test_fit``: the same model, ``model.fit`` over a prefetched dataset, one epoch a call;
+* ``test_tf_function_step``: four 256x256 matmuls and tanh in a ``tf.function``.
+
+A/A sessions: both trees identical; every "regressed" throughput verdict is a false alarm. Planted sessions:
+``change/`` declares ``1 / (1 + plant)`` times the items per call of ``base/`` with identical work, so its
+throughput is exactly ``plant`` lower on the books while the timing, noise and all, is the real one; this
+measures the statistics' power at a known change without a calibrated slowdown (a real slowdown's dynamics
+are not exercised here; the CI workflow check plants real work). Each session is one CI job:
+``pytest --tfperf --tfperf-against=../base --tfperf-json=...`` in ``change/``. Cost: a plain
+``pytest --tfperf`` and a paired run of the same tests on unchanged code, alternating ``--cost`` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+SUITE = '''
+import numpy as np
+import tensorflow as tf
+import keras
+
+AUTOTUNE = tf.data.AUTOTUNE
+K = {k}  # items declared per item: 1 in base/, 1/(1+plant) in a planted change/
+
+
+def augment(x):
+    x = tf.image.random_flip_left_right(x)
+    x = tf.image.random_brightness(x, 0.1)
+    return tf.image.resize(x, (40, 40))
+
+
+@tf.function
+def small_step(x):
+    return tf.reduce_mean(tf.nn.relu(tf.reduce_mean(x, axis=[1, 2])))
+
+
+def test_image_map(tfperf):
+    ds = tf.data.Dataset.from_tensor_slices(np.random.rand(512, 32, 32, 3).astype("float32")).repeat()
+    ds = ds.batch(64).map(augment).prefetch(AUTOTUNE)
+    tfperf.iterate(ds, items_per_element=64 * K, step=small_step)
+
+
+def spectro(x):
+    s = tf.signal.stft(x, frame_length=256, frame_step=128)
+    return tf.math.log(tf.abs(s) + 1e-6)
+
+
+def test_spectrogram(tfperf):
+    ds = tf.data.Dataset.from_tensor_slices(np.random.rand(64, 8000).astype("float32"))
+    ds = ds.map(spectro).cache().repeat().batch(8).prefetch(AUTOTUNE)
+    tfperf.iterate(ds, items_per_element=8 * K, step=small_step)
+
+
+def test_shuffled_augment(tfperf):
+    ds = tf.data.Dataset.from_tensor_slices(np.random.rand(1024, 24, 24, 3).astype("float32")).repeat()
+    ds = ds.shuffle(256).map(lambda x: tf.image.random_flip_up_down(x) * 1.1, num_parallel_calls=AUTOTUNE)
+    ds = ds.batch(32).prefetch(AUTOTUNE)
+    tfperf.iterate(ds, items_per_element=32 * K, step=small_step)
+
+
+def _model():
+    m = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Conv2D(8, 3, activation="relu"),
+                          keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+    m.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return m
+
+
+def test_train_on_batch(tfperf):
+    m = _model()
+    x = np.random.rand(32, 16, 16, 3).astype("float32")
+    y = np.random.randint(0, 10, 32)
+    tfperf(lambda: m.train_on_batch(x, y), items=32 * K)
+
+
+def test_fit(tfperf):
+    m = _model()
+    ds = tf.data.Dataset.from_tensor_slices((np.random.rand(256, 16, 16, 3).astype("float32"),
+                                             np.random.randint(0, 10, 256))).batch(32).prefetch(AUTOTUNE)
+    tfperf(lambda: m.fit(ds, epochs=1, verbose=0), items=256 * K)
+
+
+W = tf.random.normal([256, 256])
+
+
+@tf.function
+def mm(x):
+    for _ in range(4):
+        x = tf.tanh(tf.matmul(x, W))
+    return x
+
+
+def test_tf_function_step(tfperf):
+    x = tf.random.normal([64, 256])
+    tfperf(lambda: mm(x), items=64 * K)
+'''
+
+KINDS = {"test_image_map": "pipeline", "test_spectrogram": "pipeline", "test_shuffled_augment": "pipeline",
+         "test_train_on_batch": "keras", "test_fit": "keras", "test_tf_function_step": "step"}
+
+
+def make_trees(root: Path, plant: float) -> None:
+    for tree, k in (("base", "1.0"), ("change", repr(1.0 / (1.0 + plant)) if plant else "1.0")):
+        (root / tree).mkdir(parents=True, exist_ok=True)
+        (root / tree / "test_user_suite.py").write_text(SUITE.replace("{k}", k))
+        (root / tree / "pytest.ini").write_text("[pytest]\nfilterwarnings = ignore\n")
+
+
+def pytest_run(cwd: Path, *args: str) -> tuple[float, int, str]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tfperf", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    return time.monotonic() - start, proc.returncode, proc.stdout[-3000:]
+
+
+def verdicts(path: Path) -> list[dict[str, Any]]:
+    doc = json.loads(path.read_text())
+    rows = []
+    for test_id, entry in doc["tests"].items():
+        verdict = entry.get("verdict") or {}
+        t = next((m for m in verdict.get("metrics", []) if m["metric"] == "throughput"), None)
+        if t is None:
+            continue
+        name = test_id.split("::")[-1]
+        rows.append({"test": name, "kind": KINDS.get(name, "?"), "status": t["status"],
+                     "change": t["relative_change"], "ci_low": t["ci_low"], "ci_high": t["ci_high"],
+                     "mde": t["minimum_detectable_change"], "failed": verdict.get("status") == "regressed"})
+    return rows
+
+
+def session(root: Path, label: str, i: int) -> dict[str, Any]:
+    out = root / f"{label}-{i}.json"
+    wall, code, tail = pytest_run(root / "change", "--tfperf-against=../base", f"--tfperf-json={out}")
+    rows = verdicts(out) if out.exists() else []
+    return {"label": label, "i": i, "wall_s": wall, "exit": code, "rows": rows,
+            "load": os.getloadavg()[0], "tail": tail if code not in (0, 1) else ""}
+
+
+def summarise(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    rows = [r for s in sessions for r in s["rows"]]
+    by_kind: dict[str, Any] = {}
+    for kind in sorted({r["kind"] for r in rows}):
+        mine = [r for r in rows if r["kind"] == kind]
+        mdes = [r["mde"] for r in mine if r["mde"] is not None and r["mde"] != float("inf")]
+        by_kind[kind] = {"verdicts": len(mine), "regressed": sum(r["status"] == "regressed" for r in mine),
+                         "noisy": sum(r["status"] == "noisy" for r in mine),
+                         "median_stated_limit": statistics.median(mdes) if mdes else None}
+    return {"sessions": len(sessions), "verdicts": len(rows),
+            "regressed": sum(r["status"] == "regressed" for r in rows),
+            "noisy": sum(r["status"] == "noisy" for r in rows), "by_kind": by_kind,
+            "median_wall_s": statistics.median(s["wall_s"] for s in sessions) if sessions else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--aa", type=int, default=20, help="A/A sessions (6 verdicts each)")
+    parser.add_argument("--planted", type=int, default=10, help="sessions with the planted change")
+    parser.add_argument("--plant", type=float, default=0.10, help="planted throughput loss (fraction)")
+    parser.add_argument("--cost", type=int, default=5, help="plain/paired pairs for the cost ratio")
+    parser.add_argument("--out", default=str(HERE / "results" / "paired_pipelines"))
+    args = parser.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
+    result: dict[str, Any] = {"commit": commit, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              "plant": args.plant}
+    with tempfile.TemporaryDirectory(prefix="tfperf-paired-") as tmp:
+        aa_root, planted_root = Path(tmp) / "aa", Path(tmp) / "planted"
+        make_trees(aa_root, 0.0)
+        make_trees(planted_root, args.plant)
+        cost = []
+        for i in range(args.cost):
+            plain, _, _ = pytest_run(aa_root / "change")
+            paired = session(aa_root, "cost", i)
+            cost.append({"plain_s": plain, "paired_s": paired["wall_s"], "ratio": paired["wall_s"] / plain})
+            result.setdefault("aa_sessions", []).append(paired)
+            print(f"cost {i}: plain {plain:.1f} s, paired {paired['wall_s']:.1f} s", flush=True)
+        result["cost"] = {"pairs": cost, "median_ratio": statistics.median(c["ratio"] for c in cost) if cost else None}
+        for i in range(args.aa):
+            s = session(aa_root, "aa", i)
+            result.setdefault("aa_sessions", []).append(s)
+            print(f"aa {i}: {[r['status'] for r in s['rows']]} {s['wall_s']:.0f} s load {s['load']:.1f}", flush=True)
+        for i in range(args.planted):
+            s = session(planted_root, "planted", i)
+            result.setdefault("planted_sessions", []).append(s)
+            print(f"planted {i}: {[r['status'] for r in s['rows']]} {s['wall_s']:.0f} s", flush=True)
+    result["aa"] = summarise(result.get("aa_sessions", []))
+    result["planted_summary"] = summarise(result.get("planted_sessions", []))
+    result["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    Path(args.out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    aa, pl = result["aa"], result["planted_summary"]
+    lines = [f"# Paired gate on user-style tests (commit {commit})", "",
+             f"`.venv/bin/python benchmarks/paired_pipelines.py --aa {args.aa} --planted {args.planted} "
+             f"--plant {args.plant} --cost {args.cost}`, {result['started']} to {result['finished']}", "",
+             f"- A/A: {aa['regressed']} false alarms in {aa['verdicts']} verdicts ({aa['sessions']} sessions); "
+             f"noisy {aa['noisy']} of {aa['verdicts']}",
+             f"- planted -{args.plant:.0%}: caught {pl['regressed']} of {pl['verdicts']} ({pl['sessions']} sessions)",
+             f"- cost: paired / plain wall time, median of {len(cost)}: "
+             f"{result['cost']['median_ratio']:.2f}" if cost else "- cost: not measured", "",
+             "| kind | A/A verdicts | false alarms | noisy | median stated limit | planted verdicts | caught |",
+             "|---|---|---|---|---|---|---|"]
+    for kind in sorted(set(aa["by_kind"]) | set(pl["by_kind"])):
+        a, p = aa["by_kind"].get(kind, {}), pl["by_kind"].get(kind, {})
+        limit = a.get("median_stated_limit")
+        lines.append(f"| {kind} | {a.get('verdicts', 0)} | {a.get('regressed', 0)} | {a.get('noisy', 0)} | "
+                     f"{'-' if limit is None else f'{limit:.1%}'} | {p.get('verdicts', 0)} | {p.get('regressed', 0)} |")
+    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

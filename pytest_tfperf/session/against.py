@@ -1,0 +1,198 @@
+"""The --tfperf-against gate's measuring plan: looks, and the confirmation by two fresh processes.
+
+Why this plan (docs/gates.md): on a shared runner only the two versions
+taking turns see a 10% change, but two live processes keep some of their
+speed for as long as they live, so that evidence from one pair of processes,
+however many rounds, is evidence about that pair. The plan:
+
+1. First look: this process and the partner, 20 rounds each, in turns (ABBA),
+   each side stopped while the other is timed (``session.freeze``); after
+   10 rounds a side the rounds end when the change is already surely within
+   the threshold (``gates.paired.clearly_within``, a futility look).
+2. Second look, only when the first is borderline: 20 more rounds beside the
+   same partner process, judged pooled.
+3. A throughput regression from either look fails the test only when two
+   fresh processes, one of each tree, taking turns with as many rounds, read
+   a regression too. A false alarm then needs two independent pairs of
+   processes to err the same way; each look's test is one-sided at 1%.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_tfperf.config import MarkerOptions, SessionConfig
+from pytest_tfperf.measuring.workload import RunSettings
+from pytest_tfperf.model import Measurement
+from pytest_tfperf.session.outcome import Outcome, borderline
+
+# The session's measurement with a partner's pace hook and a log of this side's throughput per round.
+Measure = Callable[[Callable[[str, int], bool | None] | None, list[float] | None], dict[str, Measurement]]
+# A measurement beside the partner: (ours, theirs, a notice): see measure_beside.
+Beside = tuple[dict[str, Measurement] | None, Measurement | None, str | None]
+
+
+class TfPerfSession(Protocol):
+    """What this plan needs of the session (``session.session.TfPerfSession``, which imports this module)."""
+
+    config: SessionConfig
+    rootdir: str
+    invocation: tuple[str, list[str]]
+    _own_partner: Any  # partner.Partner, started on the first confirmation
+
+    def partner(self) -> Any: ...  # partner.Partner of the baseline tree
+
+    def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome: ...
+
+    def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Measure, *,
+                                fallback: str, tolerances: Any = None) -> Beside: ...
+
+    def _tolerances(self, options: MarkerOptions) -> Any: ...
+
+    def _confirm_against(self, test_id: str, settings: RunSettings
+                         ) -> tuple[tuple[Measurement, Measurement] | None, str | None]: ...
+
+
+def throughput_regressed(o: Outcome) -> bool:
+    throughput = o.verdict.metric("throughput") if o.verdict is not None else None
+    return throughput is not None and str(throughput.status) == "regressed"
+
+
+def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
+          options: MarkerOptions, settings: RunSettings, measure_once: Measure) -> Outcome:
+    """The paired verdict against the partner's figures, in up to two looks, confirmed before it fails a test.
+
+    Borderline evidence is measured once more beside the same partner
+    process and the pooled rounds decide (a second look, no new process).
+    A throughput regression must then be seen again by two processes that
+    are both fresh, one of each tree, taking turns (``confirm``):
+    a process keeps some of its speed for as long as it lives (thread
+    placement, memory layout, the buffer sizes tf.data's autotuner chose),
+    so a pair of processes can read a few percent apart on unchanged code
+    in every round, and pooling more rounds of the same pair only makes
+    that surer. Replacing both processes makes a false alarm need two
+    independent pairs to err the same way.
+    """
+    from pytest_tfperf.gates.pooling import pool
+
+    outcome = session._evaluate_against(measured[name], theirs, options)
+    if borderline(outcome) and not throughput_regressed(outcome):
+        ours, theirs_again, note = session._measure_beside_partner(
+            test_id, settings, measure_once, fallback="the first measurement decided",
+            tolerances=session._tolerances(options))
+        if ours is None or theirs_again is None:
+            outcome.notices.append(f"{note} (a second look because the first verdict was borderline)")
+            return outcome
+        measured[name] = pool(measured[name], ours[name])
+        theirs = pool(theirs, theirs_again)
+        outcome = session._evaluate_against(measured[name], theirs, options)
+        outcome.notices.append(
+            f"{test_id}: measured a second time beside the same partner because the first verdict was "
+            f"borderline; judged on both measurements pooled ({len(measured[name].timings.round_sizes)} "
+            "rounds a side)")
+    if not throughput_regressed(outcome):
+        return outcome
+    rounds = len(measured[name].timings.round_sizes)
+    confirmation, why = session._confirm_against(test_id, dataclasses.replace(settings, rounds=rounds,
+                                                                           min_rounds=rounds))
+    if confirmation is None:
+        outcome.notices.append(f"{test_id}: the regression could not be measured again in two fresh processes "
+                               f"({why}); the first measurement decided")
+        return outcome
+    again = session._evaluate_against(confirmation[0], confirmation[1], options)
+    seen = again.verdict.metric("throughput") if again.verdict is not None else None
+    said = seen.message if seen is not None else "no throughput verdict"
+    if throughput_regressed(again):
+        outcome.notices.append(f"{test_id}: confirmed in two fresh processes, one of each version, taking "
+                               f"turns: {said}")
+        return outcome
+    first = outcome.verdict.metric("throughput") if outcome.verdict is not None else None
+    again.notices.append(f"{test_id}: not confirmed: this process read "
+                         f"{first.message if first is not None else 'a regression'}; two fresh processes, one "
+                         f"of each version, taking turns, did not ({said}); the fresh pair's figures are "
+                         "reported")
+    measured[name] = confirmation[0]
+    return again
+
+
+def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
+            ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
+    """Measure the test in a fresh process of this tree beside a fresh partner, rounds in turns (ABBA):
+    ((ours, theirs), None), or (None, why not)."""
+    from pytest_tfperf.session.partner import Partner
+    from pytest_tfperf.session.partner_tree import PartnerError
+
+    base = session.partner()
+    base.restart()
+    if session._own_partner is None:
+        invocation_dir, args = session.invocation
+        root = Path(session.rootdir)
+        session._own_partner = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
+                                       test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0)
+    else:
+        session._own_partner.restart()
+    try:  # both set up and warm up at once; nothing is timed before both are ready
+        theirs_run = base.begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain,
+                                wait=False)
+        ours_run = session._own_partner.begin(test_id, settings.rounds, settings.budget_s, wait=False)
+    except PartnerError as exc:
+        return None, str(exc)
+    why = ours_run.await_ready() or theirs_run.await_ready()
+    if why is not None:
+        for run in (ours_run, theirs_run):
+            try:
+                run.finish(False)
+            except PartnerError:
+                pass
+        return None, why
+    for index in range(settings.rounds):
+        for run in ((ours_run, theirs_run) if index % 2 == 0 else (theirs_run, ours_run)):
+            run.partner_round(index)
+    try:
+        ours = ours_run.finish(True)
+        theirs = theirs_run.finish(True)
+    except PartnerError as exc:
+        return None, str(exc)
+    return (ours, theirs), None
+
+
+def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, measure_once: Measure, *,
+                   fallback: str, tolerances: Any = None) -> Beside:
+    """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
+
+    Ours is None when the partner could not even be asked (measure alone
+    then); theirs is None when the partner's figures were lost, or when it
+    could not measure the test at all (ours were then measured alone). The
+    partner sets up and warms up while this session does (``wait=False``).
+    """
+    from pytest_tfperf.session.partner_tree import PartnerError
+
+    against = session.config.against
+    try:
+        run = session.partner().begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain,
+                                      wait=False)
+    except PartnerError as exc:
+        return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
+    completed = False
+    try:
+        ours_per_s: list[float] = []
+        if tolerances is not None:
+            run.look(ours_per_s, tolerances)  # the first look may end the rounds early
+        ours = measure_once(run.pace, ours_per_s)
+        completed = True
+    finally:
+        try:
+            theirs, why = run.finish(completed), None
+        except PartnerError as exc:
+            theirs, why = None, str(exc)
+    if theirs is None and run.never_started:
+        return ours, None, f"{test_id}: not measured beside {against}: {why}; {fallback}"
+    if theirs is None:
+        return ours, None, f"{test_id}: measured beside {against} but its figures were lost ({why}); {fallback}"
+    if run.stopped_at is not None:
+        return ours, theirs, (f"{test_id}: {run.stopped_at} rounds a side sufficed: the first look already put the "
+                              "change within the decision threshold")
+    return ours, theirs, None
