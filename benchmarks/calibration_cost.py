@@ -5,7 +5,7 @@
 A refresh process has TensorFlow loaded already (its tests imported it); the calibration is built and
 measured with the plugin's default settings, as the session does after the process's tests. Prints
 the seconds it took: on the 2-core VM, 2.2 to 2.8 s a process, about 2.5% of the catalog's 94 s
-processes (docs/gates.md).
+processes (docs/explanation/gates.md).
 """
 
 from __future__ import annotations

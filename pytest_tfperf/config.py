@@ -72,7 +72,7 @@ class SessionConfig:
     stall_ceiling_s: float = 300.0
     watchdog: bool = True
     # What a stored-baseline throughput regression does: "fail" (default) fails the test, "warn" reports it.
-    # Memory, trace and paired verdicts always fail. See docs/gates.md.
+    # Memory, trace and paired verdicts always fail. See docs/explanation/gates.md.
     throughput_gate: str = "fail"
     runs: int = DEFAULT_RUNS  # --tfperf-update: processes each test is measured in
     record: bool = False  # --tfperf-record: add this run to the history (never to the baseline)

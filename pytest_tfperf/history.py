@@ -1,6 +1,6 @@
 """The run history's documented reading functions, ``pytest_tfperf.history.load_history`` and ``metric_trend``.
 
-They live in ``storage.history``; this path is the one docs/gates.md shows users.
+They live in ``storage.history``; this path is the one docs/explanation/gates.md shows users.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ as TensorFlow runs it, after its own rewrites (``map_and_batch_fusion`` turns
 module reads that profile; it imports no TensorFlow.
 
 What a stage's time means depends on how it runs (measured here, TF 2.21, see
-``docs/diagnostics.md``):
+``docs/explanation/diagnostics.md``):
 
 - a **sequential** stage (``Generator``, ``TFRecord``, a sequential ``Map``...)
   does its work on the thread that pulls it, and waits there for the function

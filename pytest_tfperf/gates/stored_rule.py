@@ -65,7 +65,7 @@ A refresh measures ``DEFAULT_RUNS`` = 7 processes. Fewer runs mean fewer degrees
 bound much farther out: ``bound_factor`` is 6.0 with 7 runs, 9.6 with 5 and 50 with 3. Judged as users
 run the gate (one refresh, every later process; ``benchmarks/stored_gate_validation.py``), the three
 committed collections gave 0 false alarms in 8,650 suite-of-one A/A verdicts with 7-run baselines
-(docs/gates.md). A refresh takes ``runs`` times one run; a CI run that does not regress costs the same
+(docs/explanation/gates.md). A refresh takes ``runs`` times one run; a CI run that does not regress costs the same
 whatever ``runs`` is.
 
 Memory uses the same bound on bytes (peaks are not multiplicative): the band

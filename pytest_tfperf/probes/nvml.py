@@ -1,7 +1,7 @@
 """GPU memory from NVIDIA's management library (NVML), and the GPU inventory of the machine.
 
 What has run on a real GPU (an NVIDIA H200, driver 580.159.04, at commit
-377958f; docs/gpu.md): the inventory, and the memory probe's per-process path
+377958f; docs/how-to/gpu.md): the inventory, and the memory probe's per-process path
 (a 1 GiB ``cudaMalloc`` read as exactly 1024.0 MiB above the start), at a
 sampler cost of 0.996 on/off on a 4.27 ms GPU step. The utilisation readings
 (``last_busy``: ``nvmlDeviceGetUtilizationRates`` on the sampler thread,

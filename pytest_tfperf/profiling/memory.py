@@ -7,7 +7,7 @@ and a ``MemoryDeallocation`` event for each allocation of a tracked allocator
 On the CPU: every allocation under ``TF_CPU_ALLOCATOR_USE_BFC=true`` (allocator
 ``bfc_cpu_allocator_for_gpu``); with oneDNN's default allocator (``mklcpu``) only
 those of 256 KiB and more, as for the TF-allocator probe
-(``docs/measuring.md``). A deallocation names no op: it is matched to its
+(``docs/explanation/measuring.md``). A deallocation names no op: it is matched to its
 allocation by address.
 
 Each profiled window is replayed in time order (all threads merged). Within a

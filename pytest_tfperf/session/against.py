@@ -1,6 +1,6 @@
 """The --tfperf-against gate's measuring plan: looks, and the confirmation by two fresh processes.
 
-Why this plan (docs/gates.md): on a shared runner only the two versions
+Why this plan (docs/explanation/gates.md): on a shared runner only the two versions
 taking turns see a 10% change, but two live processes keep some of their
 speed for as long as they live, so that evidence from one pair of processes,
 however many rounds, is evidence about that pair. The plan:

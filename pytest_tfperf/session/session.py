@@ -524,7 +524,7 @@ def _iterations(m: Measurement, settings: RunSettings) -> int:
 def _paired_settings(settings: RunSettings) -> RunSettings:
     """Rounds for a paired verdict: 7 pairs at least reach 99%; 20 short ones catch a 10% slowdown. Each side
     gets half the budget, so that both together measure as long as a plain run: what the pairing buys is the
-    turns, not more time (docs/gates.md, benchmarks/paired_pipelines.py)."""
+    turns, not more time (docs/explanation/gates.md, benchmarks/paired_pipelines.py)."""
     from pytest_tfperf.session.fixture import PAIRED_ROUNDS
 
     rounds = max(settings.rounds, PAIRED_ROUNDS)

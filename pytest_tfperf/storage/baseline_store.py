@@ -60,7 +60,7 @@ SCHEMA = "pytest-tfperf/baseline"
 #     measurement (the migration is the identity; the reader summarises the measurement).
 # 3 - an entry may hold "profile": the compact TensorFlow profile of the refresh's first process
 #     (``profiling.model.Profile.to_dict()``, a few KB), stored under --tfperf-update --tfperf-explain so
-#     that a stored regression can be explained (docs/explain.md). Stored as written; read by
+#     that a stored regression can be explained (docs/explanation/explain.md). Stored as written; read by
 #     ``Profile.from_dict`` when used. Only a file with a profile in one of its entries is written as
 #     version 3: a version-2 reader refuses it as "written by a newer pytest-tfperf" instead of failing on
 #     an unknown key, and every file without a profile stays version 2, readable by older versions. A

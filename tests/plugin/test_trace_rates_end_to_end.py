@@ -66,7 +66,7 @@ def _pytest(directory: Path, *args: str, retrace: bool = False) -> tuple[subproc
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RETRACE="1" if retrace else "0")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", f"--tfperf-json={out}",
-         # Throughput only warns: this test is about traces, and the VM's speed is not (docs/gates.md).
+         # Throughput only warns: this test is about traces, and the VM's speed is not (docs/explanation/gates.md).
          "--tfperf-throughput-gate=warn", "-W", "ignore::DeprecationWarning", *args, "test_traces.py"],
         cwd=directory, env=env, capture_output=True, text=True, timeout=400,
     )
