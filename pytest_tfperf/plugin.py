@@ -232,7 +232,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     # A partner session runs tests when the session that started it asks, not in collection order.
     if PARTNER_ENV not in os.environ or not session.config.stash[CONFIG_KEY].measure:
         return None
-    from pytest_tfperf.session.partner import PartnerServer
+    from pytest_tfperf.session.partner_server import PartnerServer
 
     server = PartnerServer.from_environment()
     # Consumed: a pytest that a test starts in turn (pytester, say) is nobody's partner.

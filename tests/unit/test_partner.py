@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.session.partner import ENV_FDS, PROTOCOL, Channel, PairedRun, Partner, PartnerServer, Request
+from pytest_tfperf.session.partner import PairedRun, Partner
+from pytest_tfperf.session.partner_server import ENV_FDS, PROTOCOL, Channel, PartnerServer, Request
 from pytest_tfperf.session.partner_tree import (
     PartnerError,
     checkout,
