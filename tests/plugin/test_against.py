@@ -82,10 +82,10 @@ def test_each_measured_test_was_judged_round_by_round_against_the_other_version(
     proc, doc = tf_session
     verdict = doc.verdict("test_work.py::test_same")
     throughput = next(m for m in verdict["metrics"] if m["metric"] == "throughput")
-    # 20 rounds a side; 10 when the first look found the change already clear; 40 when a borderline first
-    # verdict was looked at again beside the partner.
+    # 20 rounds a side, or 10 when the first look found the change already clear; a borderline verdict is
+    # looked at again beside the partner (10 or 20 rounds more), pooled.
     rounds = len(doc.measurement("test_work.py::test_same").timings.round_sizes)
-    assert rounds in (10, 20, 40)
+    assert rounds in (10, 20, 30, 40)
     assert f"over {rounds} interleaved rounds" in throughput["message"]
     if rounds == 10:
         assert "test_work.py::test_same: 10 rounds a side sufficed: the first look already put the change within " \
