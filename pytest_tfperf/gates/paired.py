@@ -26,6 +26,7 @@ rounds hides a slowdown from it. Memory and traces are judged as by
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -179,6 +180,13 @@ def _lag1_rank_correlation(values: Sequence[float]) -> float:
     sxx = sum((a - mx) ** 2 for a in x)
     syy = sum((b - my) ** 2 for b in y)
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
+
+
+def confirmed_tolerances(tol: Tolerances) -> Tolerances:
+    """The tolerances of each look of a verdict that fails only when a second, independent pair of processes
+    confirms it (``--tfperf-against``): each look is asked for the square root of the power, so that the
+    slowdown a verdict says it catches is caught that often by both looks together (0.975 each for 95%)."""
+    return dataclasses.replace(tol, power=math.sqrt(tol.power))
 
 
 # The first look of a paired verdict (``session.against``): rounds end early when the change is already

@@ -179,8 +179,10 @@ def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, 
     completed = False
     try:
         ours_per_s: list[float] = []
-        if tolerances is not None:
-            run.look(ours_per_s, tolerances)  # the first look may end the rounds early
+        if tolerances is not None:  # the first look may end the rounds early
+            from pytest_tfperf.gates.paired import confirmed_tolerances
+
+            run.look(ours_per_s, confirmed_tolerances(tolerances))
         ours = measure_once(run.pace, ours_per_s)
         completed = True
     finally:

@@ -424,10 +424,11 @@ class TfPerfSession:
         With ``partner``, the reference is the same test of the other version
         of the code (``name``, from --tfperf-against), measured in turns.
         """
-        from pytest_tfperf.gates.paired import judge_paired
+        from pytest_tfperf.gates.paired import confirmed_tolerances, judge_paired
 
         outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
-        outcome.verdict = judge_paired(m, reference, self._tolerances(options))
+        tolerances = self._tolerances(options)  # beside the other version a failure is confirmed: two looks
+        outcome.verdict = judge_paired(m, reference, confirmed_tolerances(tolerances) if partner else tolerances)
         outcome.baseline = f"measured beside {name}" if partner else f"paired with '{name}'"
         outcome.paired_with = name
         outcome.partner = partner

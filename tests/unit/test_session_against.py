@@ -135,3 +135,14 @@ def test_a_clear_verdict_is_not_measured_again() -> None:
     outcome = s._judge_against(TEST_ID, {"": clear}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
     assert str(outcome.verdict.status) == "unchanged" and not outcome.notices
     assert s._partner.restarts == 0  # type: ignore[attr-defined]
+
+
+def test_beside_the_other_version_the_stated_limit_counts_both_looks() -> None:
+    """A failure there needs the first pair and a fresh pair: each look is asked for sqrt(95%) power, so the
+    limit it states is caught 95% of the time by both together; an in-test pair states it for one look."""
+    s = session()
+    ours = measurement([1.0 + 0.04 * ((i * 7) % 5 - 2) for i in range(20)])
+    against = s._evaluate_against(ours, THEIRS, MarkerOptions()).verdict.metric("throughput")
+    in_test = s._evaluate_paired(ours, THEIRS, "main", MarkerOptions()).verdict.metric("throughput")
+    assert against is not None and in_test is not None
+    assert against.minimum_detectable_change > in_test.minimum_detectable_change
