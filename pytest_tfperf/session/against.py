@@ -15,6 +15,10 @@ however many rounds, is evidence about that pair. The plan:
    fresh processes, one of each tree, taking turns with as many rounds, read
    a regression too. A false alarm then needs two independent pairs of
    processes to err the same way; each look's test is one-sided at 1%.
+   When the fresh pair's evidence is borderline (too few rounds worth of
+   independent evidence to tell, as when its rounds move together in
+   spells), the same fresh pair measures as many rounds again and the pooled
+   rounds decide: a pair that cannot tell is not a pair that disagrees.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class TfPerfSession(Protocol):
 
     def _tolerances(self, options: MarkerOptions) -> Any: ...
 
-    def _confirm_against(self, test_id: str, settings: RunSettings
+    def _confirm_against(self, test_id: str, settings: RunSettings, fresh: bool = True
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]: ...
 
 
@@ -103,36 +107,51 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
                                f"({why}); the first measurement decided")
         return outcome
     again = session._evaluate_against(confirmation[0], confirmation[1], options)
+    looked = ""
+    if borderline(again) and not throughput_regressed(again):
+        # The fresh pair could not tell (its bounds straddle the threshold): as many rounds again beside the
+        # same two fresh processes, pooled. Not asking would let a pair that saw too little clear a regression.
+        more, _ = session._confirm_against(test_id, dataclasses.replace(settings, rounds=rounds, min_rounds=rounds),
+                                           False)
+        if more is not None:
+            confirmation = (pool(confirmation[0], more[0]), pool(confirmation[1], more[1]))
+            again = session._evaluate_against(confirmation[0], confirmation[1], options)
+            looked = (f" (measured twice, {len(confirmation[0].timings.round_sizes)} rounds a side pooled, "
+                      "because its first verdict was borderline)")
     seen = again.verdict.metric("throughput") if again.verdict is not None else None
     said = seen.message if seen is not None else "no throughput verdict"
     if throughput_regressed(again):
         outcome.notices.append(f"{test_id}: confirmed in two fresh processes, one of each version, taking "
-                               f"turns: {said}")
+                               f"turns{looked}: {said}")
         return outcome
     first = outcome.verdict.metric("throughput") if outcome.verdict is not None else None
     again.notices.append(f"{test_id}: not confirmed: this process read "
                          f"{first.message if first is not None else 'a regression'}; two fresh processes, one "
-                         f"of each version, taking turns, did not ({said}); the fresh pair's figures are "
+                         f"of each version, taking turns{looked}, did not ({said}); the fresh pair's figures are "
                          "reported")
     measured[name] = confirmation[0]
     return again
 
 
-def confirm(session: TfPerfSession, test_id: str, settings: RunSettings
+def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: bool = True
             ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
     """Measure the test in a fresh process of this tree beside a fresh partner, rounds in turns (ABBA):
-    ((ours, theirs), None), or (None, why not)."""
+    ((ours, theirs), None), or (None, why not). ``fresh=False``: beside the same two processes as the last
+    confirmation (its second look)."""
     from pytest_tfperf.session.partner import Partner
     from pytest_tfperf.session.partner_tree import PartnerError
 
     base = session.partner()
-    base.restart()
+    if not fresh and session._own_partner is None:
+        return None, "no fresh pair to look at again"
+    if fresh:
+        base.restart()
     if session._own_partner is None:
         invocation_dir, args = session.invocation
         root = Path(session.rootdir)
         session._own_partner = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
                                        test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0)
-    else:
+    elif fresh:
         session._own_partner.restart()
     try:  # both set up and warm up at once; nothing is timed before both are ready
         theirs_run = base.begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain,

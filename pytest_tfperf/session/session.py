@@ -334,11 +334,11 @@ class TfPerfSession:
 
         return against.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
 
-    def _confirm_against(self, test_id: str, settings: RunSettings
+    def _confirm_against(self, test_id: str, settings: RunSettings, fresh: bool = True
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
         from pytest_tfperf.session import against
 
-        return against.confirm(self, test_id, settings)
+        return against.confirm(self, test_id, settings, fresh)
 
     def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Any, *, fallback: str,
                                 tolerances: Any = None,

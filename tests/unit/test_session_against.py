@@ -3,6 +3,7 @@ regression confirmed by two fresh processes before it fails."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pytest_tfperf.config import MarkerOptions, SessionConfig
@@ -107,6 +108,55 @@ def test_a_confirmed_regression_fails_and_names_the_confirmation() -> None:
     assert "confirmed in two fresh processes" in outcome.notices[0] and "slower than the baseline" in outcome.notices[0]
 
 
+def spell(slow: float) -> Measurement:
+    """A gross slowdown whose 20 rounds come in two long spells, 30% apart (the lag-1 correlation is capped):
+    worth about two independent pairs, so these rounds alone cannot tell, however large the slowdown."""
+    return measurement([slow * math.exp(0.3 * (1 if i < 10 else -1) * (1.0 + 0.05 * i)) for i in range(20)])
+
+
+def test_a_fresh_pair_that_cannot_tell_measures_as_many_rounds_again_before_it_clears_a_regression() -> None:
+    s = session()
+    gross = spell(40.0)
+    fresh = s._evaluate_against(gross, THEIRS, MarkerOptions())
+    assert str(fresh.verdict.status) != "regressed" and fresh.verdict.needs_remeasure  # the CI case: it cannot tell
+    calls: list[tuple[int, bool]] = []
+
+    def confirm(test_id: str, settings: RunSettings, fresh: bool = True) -> Any:
+        calls.append((settings.rounds, fresh))
+        return (gross, THEIRS) if fresh else (measurement([40.0] * 20), THEIRS), None
+
+    s._confirm_against = confirm  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": measurement([40.0] * 20)}, "", THEIRS, MarkerOptions(), SETTINGS,  # type: ignore[arg-type]
+                               None)
+    assert calls == [(20, True), (20, False)]  # the second look: the same fresh pair, as many rounds
+    assert str(outcome.verdict.status) == "regressed"
+    assert outcome.notices[-1].startswith(f"{TEST_ID}: confirmed in two fresh processes, one of each version, taking "
+                                          "turns (measured twice, 40 rounds a side pooled, because its first "
+                                          "verdict was borderline): throughput:")
+
+
+def test_a_fresh_pair_that_cannot_tell_twice_does_not_confirm_and_says_it_looked_twice() -> None:
+    s = session()
+    noisy = measurement([1.0, 1.6, 0.7, 1.5, 0.6] * 4)  # wild rounds: borderline at any count here
+    s._confirm_against = lambda *a: ((noisy, THEIRS), None)  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": measurement([1.07] * 20)}, "", THEIRS, MarkerOptions(), SETTINGS,  # type: ignore[arg-type]
+                               None)
+    assert str(outcome.verdict.status) != "regressed"
+    assert ("taking turns (measured twice, 40 rounds a side pooled, because its first verdict was borderline), "
+            "did not") in outcome.notices[0]
+
+
+def test_a_fresh_pair_that_cannot_be_asked_again_leaves_its_first_verdict() -> None:
+    s = session()
+    noisy = measurement([1.0, 1.6, 0.7, 1.5, 0.6] * 4)
+    answers = iter([((noisy, THEIRS), None), (None, "the partner stopped answering")])
+    s._confirm_against = lambda *a: next(answers)  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": measurement([1.07] * 20)}, "", THEIRS, MarkerOptions(), SETTINGS,  # type: ignore[arg-type]
+                               None)
+    assert str(outcome.verdict.status) != "regressed"
+    assert "taking turns, did not (throughput:" in outcome.notices[0]
+
+
 def test_when_the_confirmation_is_lost_the_first_verdict_stands_and_says_so() -> None:
     s = session()
     s._confirm_against = lambda *a: (None, "the partner stopped answering")  # type: ignore[method-assign]
@@ -146,3 +196,56 @@ def test_beside_the_other_version_the_stated_limit_counts_both_looks() -> None:
     in_test = s._evaluate_paired(ours, THEIRS, "main", MarkerOptions()).verdict.metric("throughput")
     assert against is not None and in_test is not None
     assert against.minimum_detectable_change > in_test.minimum_detectable_change
+
+
+class FakeRun:
+    def __init__(self, log: list[str], side: str, result: Measurement) -> None:
+        self.log, self.side, self.result = log, side, result
+
+    def await_ready(self) -> None:
+        return None
+
+    def partner_round(self, index: int) -> None:
+        self.log.append(f"{self.side}{index}")
+
+    def finish(self, completed: bool) -> Measurement:
+        return self.result
+
+
+class FakeProcess:
+    """A partner process: counts restarts, answers ``begin`` with a run that logs its rounds."""
+
+    def __init__(self, log: list[str], side: str, result: Measurement) -> None:
+        self.log, self.side, self.result, self.restarts = log, side, result, 0
+
+    def restart(self) -> None:
+        self.restarts += 1
+
+    def begin(self, test_id: str, rounds: int, budget_s: float, **options: Any) -> FakeRun:
+        self.log.append(f"begin {self.side}")
+        return FakeRun(self.log, self.side, self.result)
+
+
+def test_the_second_look_of_a_fresh_pair_is_beside_the_same_two_processes() -> None:
+    from pytest_tfperf.session import against
+
+    s = session()
+    log: list[str] = []
+    s._partner = FakeProcess(log, "B", THEIRS)  # type: ignore[assignment]
+    s._own_partner = FakeProcess(log, "A", measurement([1.2] * 20))
+    settings = RunSettings(rounds=2)
+    assert against.confirm(s, TEST_ID, settings) == ((s._own_partner.result, THEIRS), None)
+    assert (s._partner.restarts, s._own_partner.restarts) == (1, 1)  # type: ignore[attr-defined]  # fresh
+    assert log == ["begin B", "begin A", "A0", "B0", "B1", "A1"]  # in turns, ABBA
+    log.clear()
+    assert against.confirm(s, TEST_ID, settings, fresh=False)[1] is None
+    assert (s._partner.restarts, s._own_partner.restarts) == (1, 1)  # type: ignore[attr-defined]  # the same pair
+    assert log == ["begin B", "begin A", "A0", "B0", "B1", "A1"]
+
+
+def test_a_second_look_needs_a_fresh_pair_to_look_at() -> None:
+    from pytest_tfperf.session import against
+
+    s = session()
+    assert against.confirm(s, TEST_ID, RunSettings(rounds=2), fresh=False) == (None, "no fresh pair to look at again")
+    assert s._partner.restarts == 0  # type: ignore[attr-defined]
