@@ -14,7 +14,9 @@ however many rounds, is evidence about that pair. The plan:
 3. A throughput regression from either look fails the test only when two
    fresh processes, one of each tree, taking turns with as many rounds, read
    a regression too. A false alarm then needs two independent pairs of
-   processes to err the same way; each look's test is one-sided at 1%.
+   processes to err the same way. Each look's test is one-sided at a nominal
+   1%; on rounds that move in spells one look alone errs 3-6% of the time
+   (``benchmarks/paired_calibration.py``), so the second pair is load-bearing.
    When the fresh pair's evidence is borderline (too few rounds worth of
    independent evidence to tell, as when its rounds move together in
    spells), the same fresh pair measures as many rounds again and the pooled
