@@ -7,7 +7,7 @@ with the gate's confirmation beside a fresh partner process, read back from
 
 Once the first bad commit is found, one more session explains it
 (``StepRunner.explain``): the first bad commit's worktree beside its parent's,
-under ``--tfperf-explain``, the regressed tests only (``bisect_select``), its
+under ``--tfperf-explain``, the regressed tests only (``bisect.select_plugin``), its
 explanations read back from the same results file. It is bounded in time and
 never fails the search: when it cannot explain, it says why.
 
@@ -36,15 +36,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pytest_tfperf.gates.bisect_search import Commit, ExplainedTest, Judgement, PairedChange, ParentExplanation
-from pytest_tfperf.session.bisect_select import ONLY_ENV
+from pytest_tfperf.bisect.search import Commit, ExplainedTest, Judgement, PairedChange, ParentExplanation
+from pytest_tfperf.bisect.select_plugin import ONLY_ENV
 from pytest_tfperf.session.partner_tree import argument_in_tree, mapped_directory, tree_environment
 from pytest_tfperf.storage.fields import StorageError
 from pytest_tfperf.storage.results_json import ResultsDocument, load_results
 
 # pytest's exit codes after which no results can be expected: interrupted (collection errors: a test module
 # that does not import), internal error, usage error (a path that does not exist), no tests collected.
-SELECT_PLUGIN = "pytest_tfperf.session.bisect_select"  # the explained step runs the regressed tests only
+SELECT_PLUGIN = "pytest_tfperf.bisect.select_plugin"  # the explained step runs the regressed tests only
 _NOT_COLLECTED = {2: "collection failed", 3: "pytest crashed", 4: "usage error", 5: "no tests collected"}
 
 
