@@ -16,7 +16,7 @@ through four 512x512 matmuls), one slowdown planted at a random commit:
   layer (-20% throughput as fitted there): no new op, the chain's ops grow.
   The explanation must name the chain's MatMul.
 
-Then ``python -m pytest_tfperf.cli.bisect --json OUT GOOD BAD -- --tfperf-budget=1
+Then ``python -m pytest_tfperf.bisect.cli --json OUT GOOD BAD -- --tfperf-budget=1
 test_bisect.py`` runs in it as a user would (default tolerance 10%), the
 explained step included.
 """

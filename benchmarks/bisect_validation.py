@@ -118,7 +118,7 @@ def run_bisect(repo: Path, shas: list[str], budget: float,
     """``tfperf-bisect`` from the first to the last commit of ``repo``, as a user runs it: the process, its wall
     time, the 1-minute load before it, and its JSON (None when it wrote none)."""
     out = repo.parent / "bisect.json"
-    cmd = [sys.executable, "-m", "pytest_tfperf.cli.bisect", *flags, "--json", str(out), shas[0], shas[-1], "--",
+    cmd = [sys.executable, "-m", "pytest_tfperf.bisect.cli", *flags, "--json", str(out), shas[0], shas[-1], "--",
            f"--tfperf-budget={budget:g}", "test_bisect.py"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}

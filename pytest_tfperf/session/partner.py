@@ -58,15 +58,8 @@ from typing import Any
 from pytest_tfperf.model import Measurement
 from pytest_tfperf.session import freeze
 from pytest_tfperf.session.partner_server import PROTOCOL, Channel
-from pytest_tfperf.session.partner_tree import (
-    BaselineTree,
-    PartnerError,
-    argument_in_tree,
-    checkout,
-    import_failure,
-    mapped_directory,
-    partner_environment,
-)
+from pytest_tfperf.session.git_tree import argument_in_tree, mapped_directory, pytest_command
+from pytest_tfperf.session.partner_tree import BaselineTree, PartnerError, checkout, import_failure, partner_environment
 
 LOG_TAIL_LINES = 30
 
@@ -127,8 +120,8 @@ class Partner:
             env = partner_environment(self._tree.path, dict(os.environ), f"{to_partner_r},{from_partner_w}")
             args = [argument_in_tree(a, self._current_root, self._tree.path) for a in self._test_args]
             # Results, baselines and JUnit XML are this session's to write; the partner only measures.
-            command = [self._python, "-m", "pytest", "--tfperf", "-p", "no:cacheprovider", "-q",
-                       f"--junitxml={self._scratch / 'partner-junit.xml'}", *args]
+            command = pytest_command(self._python, "--tfperf", "-q",
+                                     f"--junitxml={self._scratch / 'partner-junit.xml'}", *args)
             assert self.log_path is not None
             with open(self.log_path, "ab") as log:  # a restarted partner adds to the same log
                 self._process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,

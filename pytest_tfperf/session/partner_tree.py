@@ -1,22 +1,31 @@
-"""Where a partner session runs: the baseline revision's tree, paths mapped into it, and its environment.
+"""Where a partner session runs: the baseline revision's tree, and its environment.
 
 ``--tfperf-against`` names a directory or a git revision; a revision is
 checked out into a ``git worktree`` made for the run and removed after it.
 Test ids and path arguments given to this session are mapped into that tree,
-and the partner's ``PYTHONPATH`` points at it (``partner`` runs the session).
+and the partner's ``PYTHONPATH`` points at it (``partner`` runs the session):
+the git calls, the worktree and that mapping are ``session/git_tree``'s,
+shared with ``tfperf-bisect``; here is what only the partner needs.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_tfperf.config import PARTNER_ENV as ENV_FDS
+from pytest_tfperf.session.git_tree import (
+    GitError,
+    GitMissing,
+    add_worktree,
+    remove_worktree,
+    repository_root,
+    run_git,
+    tree_environment,
+)
 
 
 class PartnerError(Exception):
@@ -32,25 +41,18 @@ class BaselineTree:
 
     def remove(self) -> None:
         if self.worktree_of is not None:
-            subprocess.run(["git", "-C", str(self.worktree_of), "worktree", "remove", "--force", str(self.path)],
-                           capture_output=True, check=False)
-            shutil.rmtree(self.path, ignore_errors=True)
+            remove_worktree(self.worktree_of, self.path)
 
 
-def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+_NO_GIT = ("git is not installed, so a revision cannot be checked out; "
+           "pass a directory that holds the baseline code instead")
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise PartnerError("git is not installed, so a revision cannot be checked out; "
-                           "pass a directory that holds the baseline code instead") from None
-
-
-def repository_root(start: Path) -> Path | None:
-    try:
-        done = _git(["rev-parse", "--show-toplevel"], start)
-    except PartnerError:
-        return None
-    return Path(done.stdout.strip()) if done.returncode == 0 else None
+        return run_git(repo, *args)
+    except GitMissing:
+        raise PartnerError(_NO_GIT) from None
 
 
 def resolve_against(against: str, start: Path) -> tuple[Path | None, Path | None, str]:
@@ -68,7 +70,7 @@ def resolve_against(against: str, start: Path) -> tuple[Path | None, Path | None
     if repo is None:
         raise PartnerError(f"--tfperf-against={against}: not a directory, and {start} is not inside a git "
                            "repository where it could be a revision")
-    verified = _git(["rev-parse", "--verify", "--quiet", f"{against}^{{commit}}"], repo)
+    verified = _git(repo, "rev-parse", "--verify", "--quiet", f"{against}^{{commit}}")
     if verified.returncode != 0:
         raise PartnerError(f"--tfperf-against={against}: neither a directory nor a revision of the git repository "
                            f"at {repo} (for a branch in a shallow CI checkout, fetch it first, e.g. "
@@ -83,60 +85,19 @@ def checkout(against: str, start: Path, scratch: Path) -> BaselineTree:
         return BaselineTree(path=directory)
     assert repo is not None
     path = scratch / "baseline-tree"
-    added = _git(["worktree", "add", "--detach", str(path), commit], repo)
-    if added.returncode != 0:
-        raise PartnerError(f"--tfperf-against={against}: git worktree add failed: {added.stderr.strip()}")
+    try:
+        add_worktree(repo, path, commit)
+    except GitMissing:
+        raise PartnerError(_NO_GIT) from None
+    except GitError as exc:
+        raise PartnerError(f"--tfperf-against={against}: git worktree add failed: {exc.stderr}") from None
     return BaselineTree(path=path, worktree_of=repo)
-
-
-def mapped_directory(invocation_dir: Path, current_root: Path, tree: Path) -> Path:
-    """Where in ``tree`` the partner runs: the same place relative to the root as this session."""
-    try:
-        relative = invocation_dir.resolve().relative_to(current_root.resolve())
-    except ValueError:
-        return tree
-    target = tree / relative
-    return target if target.is_dir() else tree
-
-
-def argument_in_tree(argument: str, current_root: Path, tree: Path) -> str:
-    """A path or node id given to this session, pointing into ``tree`` when it named a file of this tree."""
-    path, separator, rest = argument.partition("::")
-    if not Path(path).is_absolute():
-        return argument  # relative: the partner runs in the matching directory of its tree
-    try:
-        relative = Path(path).resolve().relative_to(current_root.resolve())
-    except ValueError:
-        return argument
-    return str(tree / relative) + separator + rest
 
 
 def partner_environment(tree: Path, base: dict[str, str], fds: str) -> dict[str, str]:
     """The environment of the partner: its tree's code first on the import path (``tree_environment``)."""
     env = tree_environment(tree, base)
     env[ENV_FDS] = fds
-    return env
-
-
-def tree_environment(tree: Path, base: dict[str, str]) -> dict[str, str]:
-    """The environment of a pytest session run in ``tree``: its code first on the import path.
-
-    Except pytest-tfperf itself: when the tree is a checkout of this plugin,
-    the session must still load the plugin of this process, which speaks its
-    protocol (the catalog then comes from this process's code too). Used for
-    the partner and for ``tfperf-bisect``'s steps.
-    """
-    env = dict(base)
-    env.pop(ENV_FDS, None)
-    paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
-    if (tree / "pytest_tfperf").is_dir():
-        import pytest_tfperf
-
-        paths.insert(0, str(Path(pytest_tfperf.__file__).resolve().parent.parent))  # the folder holding this package
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    env.pop("GITHUB_STEP_SUMMARY", None)  # the summary is the calling session's (or command's) to write
     return env
 
 

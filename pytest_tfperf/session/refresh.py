@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pytest_tfperf.config import RUN_CHILD_ENV
 from pytest_tfperf.model import Measurement
+from pytest_tfperf.session.git_tree import pytest_command
 
 # Options whose files belong to the session that was started by the user; a refresh run writes none of them.
 _VALUE_OPTIONS = ("--junitxml", "--junit-xml", "--tfperf-json", "--tfperf-markdown", "--tfperf-html", "--html",
@@ -95,7 +96,7 @@ def run_extra_processes(count: int, args: Sequence[str], cwd: Path, *, python: s
             env = dict(os.environ)
             env[RUN_CHILD_ENV] = str(results)
             env.pop("GITHUB_STEP_SUMMARY", None)  # the summary is the user's session's to write
-            command = [python, "-m", "pytest", "-p", "no:cacheprovider", *command_args]
+            command = pytest_command(python, *command_args)
             try:
                 with open(log, "wb") as out:
                     subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,

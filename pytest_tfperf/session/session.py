@@ -318,7 +318,7 @@ class TfPerfSession:
             from pathlib import Path
 
             from pytest_tfperf.session.partner import Partner
-            from pytest_tfperf.session.partner_tree import repository_root
+            from pytest_tfperf.session.git_tree import repository_root
 
             invocation_dir, args = self.invocation
             root = repository_root(Path(invocation_dir)) or Path(self.rootdir)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.cli.bisect import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, main
-from pytest_tfperf.session.bisect_select import ONLY_ENV
-from pytest_tfperf.session.bisect_steps import SELECT_PLUGIN, StepRunner, Worktrees, commit_info, first_parent_range
+from pytest_tfperf.bisect.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, main
+from pytest_tfperf.bisect.select_plugin import ONLY_ENV
+from pytest_tfperf.bisect.steps import SELECT_PLUGIN, StepRunner, Worktrees, commit_info, first_parent_range
 
 FAST = ["--tfperf-budget=0.3", "--tfperf-tolerance=90%"]
 BASE, SLOW10, SLOW1000 = 1_000, 10_000, 1_000_000
@@ -330,7 +330,7 @@ def test_ctrl_c_or_a_cancelled_job_removes_the_worktrees_and_stops_the_step(tmp_
     scratch.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch))
     # A long budget: the first step is still measuring when Ctrl-C comes.
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.cli.bisect", shas[0], shas[2], "--",
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.bisect.cli", shas[0], shas[2], "--",
                              "--tfperf-budget=30", "--tfperf-tolerance=90%", "test_work.py"],
                             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             # A suite started in the background inherits SIGINT ignored: give the child a terminal's.
@@ -366,7 +366,7 @@ def test_a_cancelled_job_during_the_explained_step_still_prints_the_result(tmp_p
     shas = make_repo(repo, [BASE, SLOW1000])
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.cli.bisect", "--json", str(tmp_path / "b.json"),
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tfperf.bisect.cli", "--json", str(tmp_path / "b.json"),
                              shas[0], shas[1], "--", *FAST, "test_work.py"],
                             cwd=repo, env=dict(os.environ, TMPDIR=str(scratch)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -9,7 +9,7 @@ from contextlib import redirect_stdout
 
 import pytest
 
-from pytest_tfperf.cli import bisect as bisect_cli
+from pytest_tfperf.bisect import cli as bisect_cli
 from pytest_tfperf.config import MarkerOptions
 
 pytestmark = pytest.mark.filterwarnings("default")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.gates.bisect_search import (
+from pytest_tfperf.bisect.search import (
     BisectResult,
     Commit,
     ExplainedTest,
@@ -22,8 +22,8 @@ from pytest_tfperf.gates.bisect_search import (
     planned_steps,
 )
 from pytest_tfperf.model import Environment
-from pytest_tfperf.reports.bisect_report import NOTHING, plan_line, result_dict, result_lines, step_line
-from pytest_tfperf.session.bisect_steps import (
+from pytest_tfperf.bisect.report_text import NOTHING, plan_line, result_dict, result_lines, step_line
+from pytest_tfperf.bisect.steps import (
     StepRunner,
     _explained_test,
     judgement_from_results,
@@ -375,7 +375,7 @@ def test_the_result_is_frozen() -> None:
         result.outcome = "nothing"  # type: ignore[misc]
 
 
-# --- a step's session results read into a judgement (session/bisect_steps.judgement_from_results) ---
+# --- a step's session results read into a judgement (bisect/steps.judgement_from_results) ---
 
 
 def verdict(status: str, change: float, *, memory_regressed: bool = False, spread: float = 0.01) -> dict[str, object]:
@@ -481,7 +481,7 @@ def test_why_nothing_was_collected_is_the_telling_line_of_pytests_output() -> No
 
 def test_a_search_step_runs_with_explanations_off_the_explained_step_with_them_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_tfperf.session import bisect_steps
+    from pytest_tfperf.bisect import steps as bisect_steps
 
     commands: list[list[str]] = []
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.cli import bisect as bisect_cli
+from pytest_tfperf.bisect import cli as bisect_cli
 from pytest_tfperf.cli import compare as compare_cli
 from pytest_tfperf.cli import gpu_check as gpu_check_cli
 from pytest_tfperf.cli import report as report_cli

@@ -25,11 +25,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("probes", ("pytest_tfperf.probes",)),
     ("measuring", ("pytest_tfperf.measuring",)),
     ("diagnoses", ("pytest_tfperf.diagnoses",)),
-    ("gates", ("pytest_tfperf.gates",)),
-    ("reports", ("pytest_tfperf.reports",)),
-    ("session", ("pytest_tfperf.session",)),
+    # bisect/ is one feature across layers: the package and its pure search here, each other module by name.
+    ("gates", ("pytest_tfperf.gates", "pytest_tfperf.bisect", "pytest_tfperf.bisect.search")),
+    ("reports", ("pytest_tfperf.reports", "pytest_tfperf.bisect.report_text")),
+    ("session", ("pytest_tfperf.session", "pytest_tfperf.bisect.steps", "pytest_tfperf.bisect.select_plugin")),
     # No library module imports a command-line one.
-    ("cli", ("pytest_tfperf.cli",)),
+    ("cli", ("pytest_tfperf.cli", "pytest_tfperf.bisect.cli")),
     # Where users come in: the pytest plugin, and the documented paths kept at the top.
     ("entry points", ("pytest_tfperf.plugin", "pytest_tfperf.gpu_check", "pytest_tfperf.history")),
     # Workloads that use the plugin as a user would.

@@ -13,13 +13,8 @@ import pytest
 from pytest_tfperf.model import Measurement, Timings
 from pytest_tfperf.session.partner import PairedRun, Partner
 from pytest_tfperf.session.partner_server import ENV_FDS, PROTOCOL, Channel, PartnerServer, Request
-from pytest_tfperf.session.partner_tree import (
-    PartnerError,
-    checkout,
-    mapped_directory,
-    partner_environment,
-    resolve_against,
-)
+from pytest_tfperf.session.git_tree import mapped_directory
+from pytest_tfperf.session.partner_tree import PartnerError, checkout, partner_environment, resolve_against
 from pytest_tfperf.storage.serialization import measurement_to_dict
 
 
@@ -378,7 +373,7 @@ def test_a_checkout_of_this_plugin_still_runs_this_plugin(tmp_path: Path) -> Non
 
 
 def test_paths_given_to_this_session_point_into_the_partner_tree(tmp_path: Path) -> None:
-    from pytest_tfperf.session.partner_tree import argument_in_tree
+    from pytest_tfperf.session.git_tree import argument_in_tree
 
     current, tree = tmp_path / "current", tmp_path / "tree"
     (current / "tests").mkdir(parents=True)

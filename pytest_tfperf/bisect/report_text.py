@@ -1,13 +1,13 @@
 """What ``tfperf-bisect`` says: the plan up front, one line per step, the table and the result; and its JSON.
 
-Pure formatting of ``gates.bisect_search`` results (returns lines and dicts, never prints).
+Pure formatting of ``bisect.search`` results (returns lines and dicts, never prints).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_tfperf.gates.bisect_search import BisectResult, Commit, Judgement, PairedChange, ParentExplanation, Step
+from pytest_tfperf.bisect.search import BisectResult, Commit, Judgement, PairedChange, ParentExplanation, Step
 
 JSON_SCHEMA = "pytest-tfperf/bisect"
 # 2 - "explanation" (the first bad commit explained against its parent, or null), "search_elapsed_s";

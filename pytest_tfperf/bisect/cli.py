@@ -1,9 +1,9 @@
 """``tfperf-bisect GOOD BAD [PYTEST ARGS...]``: the first commit that made the selected tests slower.
 
 A binary search over the first-parent commits after GOOD up to BAD
-(``gates.bisect_search``), each step one ``pytest --tfperf
+(``bisect.search``), each step one ``pytest --tfperf
 --tfperf-against=GOOD`` session of that commit's worktree
-(``session.bisect_steps``): the paired rule with the gate's confirmation
+(``bisect.steps``): the paired rule with the gate's confirmation
 policy. The checkout it runs in is never touched. The first bad commit is
 then explained against its parent: one more session, under
 ``--tfperf-explain``, of the regressed tests (``--no-explain`` skips it; when
@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from pytest_tfperf.gates.bisect_search import (
+from pytest_tfperf.bisect.search import (
     BisectResult,
     Commit,
     Judgement,
@@ -39,8 +39,8 @@ from pytest_tfperf.gates.bisect_search import (
     parent_of,
     planned_steps,
 )
-from pytest_tfperf.reports.bisect_report import duration, plan_line, result_dict, result_lines, step_line
-from pytest_tfperf.session.bisect_steps import (
+from pytest_tfperf.bisect.report_text import duration, plan_line, result_dict, result_lines, step_line
+from pytest_tfperf.bisect.steps import (
     BisectError,
     StepRunner,
     Worktrees,

@@ -7,7 +7,7 @@ with the gate's confirmation beside a fresh partner process, read back from
 
 Once the first bad commit is found, one more session explains it
 (``StepRunner.explain``): the first bad commit's worktree beside its parent's,
-under ``--tfperf-explain``, the regressed tests only (``bisect_select``), its
+under ``--tfperf-explain``, the regressed tests only (``bisect.select_plugin``), its
 explanations read back from the same results file. It is bounded in time and
 never fails the search: when it cannot explain, it says why.
 
@@ -36,15 +36,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pytest_tfperf.gates.bisect_search import Commit, ExplainedTest, Judgement, PairedChange, ParentExplanation
-from pytest_tfperf.session.bisect_select import ONLY_ENV
-from pytest_tfperf.session.partner_tree import argument_in_tree, mapped_directory, tree_environment
+from pytest_tfperf.bisect.search import Commit, ExplainedTest, Judgement, PairedChange, ParentExplanation
+from pytest_tfperf.bisect.select_plugin import ONLY_ENV
+from pytest_tfperf.session import git_tree
+from pytest_tfperf.session.git_tree import argument_in_tree, mapped_directory, pytest_command, tree_environment
 from pytest_tfperf.storage.fields import StorageError
 from pytest_tfperf.storage.results_json import ResultsDocument, load_results
 
 # pytest's exit codes after which no results can be expected: interrupted (collection errors: a test module
 # that does not import), internal error, usage error (a path that does not exist), no tests collected.
-SELECT_PLUGIN = "pytest_tfperf.session.bisect_select"  # the explained step runs the regressed tests only
+SELECT_PLUGIN = "pytest_tfperf.bisect.select_plugin"  # the explained step runs the regressed tests only
 _NOT_COLLECTED = {2: "collection failed", 3: "pytest crashed", 4: "usage error", 5: "no tests collected"}
 
 
@@ -52,22 +53,32 @@ class BisectError(Exception):
     """The search cannot run (bad revisions, a shallow clone, no git): one line for the user."""
 
 
-def git(repo: Path, *args: str) -> str:
+_NO_GIT = "git is not installed: tfperf-bisect needs it to check out commits"
+
+
+@contextmanager
+def _said_as_bisect_errors() -> Iterator[None]:
+    """``session/git_tree``'s errors, in tfperf-bisect's words: one line for the user (``BisectError``)."""
     try:
-        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise BisectError("git is not installed: tfperf-bisect needs it to check out commits") from None
-    if done.returncode != 0:
-        raise BisectError(f"git {' '.join(args)}: {done.stderr.strip() or f'exit {done.returncode}'}")
-    return done.stdout
+        yield
+    except git_tree.GitMissing:
+        raise BisectError(_NO_GIT) from None
+    except git_tree.GitError as exc:
+        raise BisectError(str(exc)) from None
+
+
+def git(repo: Path, *args: str) -> str:
+    with _said_as_bisect_errors():
+        return git_tree.git(repo, *args)
 
 
 def repository_root(start: Path) -> Path:
-    try:
-        return Path(git(start, "rev-parse", "--show-toplevel").strip())
-    except BisectError:
+    """The repository holding ``start``; BisectError outside one (or without git)."""
+    root = git_tree.repository_root(start)
+    if root is None:
         raise BisectError(f"{start} is not inside a git repository: run tfperf-bisect in the repository "
-                          "whose history holds the regression") from None
+                          "whose history holds the regression")
+    return root
 
 
 def is_shallow(repo: Path) -> bool:
@@ -87,8 +98,8 @@ def resolve(repo: Path, rev: str, role: str) -> str:
 
 def first_parent_range(repo: Path, good: str, bad: str, good_rev: str, bad_rev: str) -> list[Commit]:
     """The first-parent commits after GOOD up to BAD, oldest first; why not, if GOOD is not an ancestor of BAD."""
-    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=repo, capture_output=True,
-                              text=True, check=False)
+    with _said_as_bisect_errors():
+        ancestor = git_tree.run_git(repo, "merge-base", "--is-ancestor", good, bad)
     if ancestor.returncode != 0:
         if is_shallow(repo):
             date = git(repo, "log", "-1", "--format=%cI", good).strip()[:10]
@@ -120,20 +131,19 @@ class Worktrees:
     def add(self, sha: str, name: str) -> Path:
         path = self.root / name
         self._paths.append(path)
-        git(self.repo, "worktree", "add", "--detach", "--force", str(path), sha)
-        return path
+        with _said_as_bisect_errors():
+            # --force: a step's name is used again (a commit judged twice); git may still have it registered.
+            return git_tree.add_worktree(self.repo, path, sha, force=True)
 
     def remove(self, path: Path) -> None:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=self.repo, capture_output=True,
-                       check=False)
-        shutil.rmtree(path, ignore_errors=True)
+        git_tree.remove_worktree(self.repo, path)
         if path in self._paths:
             self._paths.remove(path)
 
     def close(self) -> None:
         for path in list(self._paths):
             self.remove(path)
-        subprocess.run(["git", "worktree", "prune"], cwd=self.repo, capture_output=True, check=False)
+        git_tree.prune_worktrees(self.repo)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> Worktrees:
@@ -320,8 +330,8 @@ class StepRunner:
             results = scratch / "results.json"
             (scratch / "baselines").mkdir(exist_ok=True)  # empty: no stored verdicts, nothing written into the tree
             args = [argument_in_tree(a, self.repo, tree) for a in self.pytest_args]
-            cmd = [self.python, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", f"--tfperf-against={against}",
-                   f"--tfperf-json={results}", f"--tfperf-baseline-dir={scratch / 'baselines'}", *extra, *args]
+            cmd = pytest_command(self.python, "--tfperf", f"--tfperf-against={against}", f"--tfperf-json={results}",
+                                 f"--tfperf-baseline-dir={scratch / 'baselines'}", *extra, *args)
             code, out = _run(cmd, cwd=mapped_directory(self.invocation_dir, self.repo, tree),
                              env={**self._env(tree), **(env or {})}, timeout_s=timeout_s)
             self.last_output = out

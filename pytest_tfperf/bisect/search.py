@@ -2,7 +2,7 @@
 
 Pure: the commits come in as data, each commit's judgement comes from an
 injected ``judge`` (in use, one ``--tfperf-against`` session of that commit
-measured beside GOOD: ``session/bisect_steps.py``), and time from an injected
+measured beside GOOD: ``bisect/steps.py``), and time from an injected
 clock. No git, no processes, no pytest, no TensorFlow.
 
 The search
@@ -52,7 +52,7 @@ The explained step
 ------------------
 After the search, the first bad commit is explained against its parent
 (``parent_of``: the commit before it in the range, or GOOD) by one more
-session (``session/bisect_steps.py``); ``ParentExplanation`` carries what it
+session (``bisect/steps.py``); ``ParentExplanation`` carries what it
 said, or why it said nothing, for the report.
 """
 

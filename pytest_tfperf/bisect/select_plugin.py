@@ -1,6 +1,6 @@
 """A pytest plugin for ``tfperf-bisect``'s explained step: run only the tests that regressed.
 
-Loaded with ``-p pytest_tfperf.session.bisect_select`` in the step's session,
+Loaded with ``-p pytest_tfperf.bisect.select_plugin`` in the step's session,
 it deselects every collected test whose id is not named in the environment
 variable ``TFPERF_BISECT_ONLY`` (test ids, one a line). The user's pytest
 arguments are passed on unchanged (paths, ``-k``, options): taking paths out of
