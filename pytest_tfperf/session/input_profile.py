@@ -24,7 +24,7 @@ from pytest_tfperf.diagnoses.input_bound import ProfiledStages
 from pytest_tfperf.diagnoses.input_stages import read_stages
 from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import RawRun, Workload
-from pytest_tfperf.session.explain import profile_dir, rounds_seconds
+from pytest_tfperf.explain.explanation import profile_dir, rounds_seconds
 
 WINDOWS = 4
 WINDOW_S = 0.25  # each profiled window's target length: 4 windows of 0.25 s, about 1 s profiled

@@ -9,7 +9,7 @@ from typing import Any
 from pytest_tfperf.measuring.workload import Workload
 from pytest_tfperf.profiling.capture import ProfileOutcome
 from pytest_tfperf.profiling.model import Group, Profile
-from pytest_tfperf.session.explain import (
+from pytest_tfperf.explain.explanation import (
     NO_STORED_PROFILE,
     explain_pair,
     explain_stored,

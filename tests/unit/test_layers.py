@@ -27,7 +27,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("diagnoses", ("pytest_tfperf.diagnoses",)),
     ("gates", ("pytest_tfperf.gates",)),
     ("reports", ("pytest_tfperf.reports",)),
-    ("session", ("pytest_tfperf.session",)),
+    # explain/ is the session's --tfperf-explain step (profiling/ is its lower layer).
+    ("session", ("pytest_tfperf.session", "pytest_tfperf.explain")),
     # No library module imports a command-line one.
     ("cli", ("pytest_tfperf.cli",)),
     # Where users come in: the pytest plugin, and the documented paths kept at the top.

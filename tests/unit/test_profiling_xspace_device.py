@@ -370,7 +370,7 @@ def no_tensorflow(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_gpu_peak_regression_names_the_layer_that_allocated_on_the_gpu(tmp_path: Any, no_tensorflow: None) -> None:
-    from pytest_tfperf.session.explain import explain_memory, tf_allocator_device
+    from pytest_tfperf.explain.explanation import explain_memory, tf_allocator_device
 
     for side, size in (("base", 2**20), ("current", 4 * 2**20)):
         folder = tmp_path / side / "plugins" / "profile" / "run"
@@ -387,7 +387,7 @@ def test_a_gpu_peak_regression_names_the_layer_that_allocated_on_the_gpu(tmp_pat
 
 def test_a_stored_allocation_profile_of_another_allocator_is_not_compared(tmp_path: Any, no_tensorflow: None) -> None:
     from pytest_tfperf.profiling.memory import memory_to_dict, read_memory
-    from pytest_tfperf.session.explain import explain_memory
+    from pytest_tfperf.explain.explanation import explain_memory
 
     stored = memory_to_dict(read_memory(gpu_memory_space(gpu_bytes=2**20).parsed(), device="CPU:0"))
     folder = tmp_path / "current" / "plugins" / "profile" / "run"
@@ -399,7 +399,7 @@ def test_a_stored_allocation_profile_of_another_allocator_is_not_compared(tmp_pa
 
 def test_the_summary_headline_names_kernels_that_moved_off_a_host_bound_path() -> None:
     from pytest_tfperf.profiling.attribution import attribution_dict
-    from pytest_tfperf.session.explain import Explanation
+    from pytest_tfperf.explain.explanation import Explanation
 
     base = summarise(gpu_space(windows=5, conv_us=10.0, dense_us=6.0, host_us=350.0).parsed(), name="b",
                      iterations=2)
