@@ -34,11 +34,11 @@ from dataclasses import replace
 
 from pytest_tfperf import stats
 from pytest_tfperf.profiling import noise
-from pytest_tfperf.profiling.model import Group, Profile
 from pytest_tfperf.profiling.noise import DEVICE_OP_KINDS, FAMILY_ALPHA, Factor, Prior, Test, group_test, holm
 from pytest_tfperf.profiling.parts import (
     CPU_FRAME, CPU_KINDS, DEVICE, HOST, PIPELINE_KINDS, SELF_FRAME, Attribution, Change,
 )
+from pytest_tfperf.profiling.profile_model import Group, Profile
 from pytest_tfperf.profiling.wording import attribution_dict, explanation_lines
 
 __all__ = ["Attribution", "Change", "attribute", "attribution_dict", "explanation_lines", "host_path_time",

@@ -36,7 +36,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pytest_tfperf.profiling.model import Group, Profile
+from pytest_tfperf.profiling.profile_model import Group, Profile
 from pytest_tfperf.stats import mean, normal_quantile, t_cdf, t_quantile, variance
 
 # The chance, per comparison, that unchanged code has any group blamed (Holm over every group compared).

@@ -51,10 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf.profiling.model import Group, Profile
 from pytest_tfperf.profiling.names import (
     is_async_stage, is_parallel_stage, is_stage, is_tf_data_thread, layer_scope, op_family, parse_op, stage_key,
 )
+from pytest_tfperf.profiling.profile_model import Group, Profile
 
 WINDOW_MARKER = "tfperf_window"
 HOST_PLANE = "/host:CPU"
@@ -144,7 +144,7 @@ def summarise_sides(space: Any, *, iterations: Mapping[str, int], top: int = 30,
 def window_costs(space: Any, *, marker: str = WINDOW_MARKER,
                  deadline: float | None = None) -> dict[str | None, tuple[int, int, float]]:
     """Per side: (windows, host events that start in them, their wall time in seconds), read as ``summarise``
-    reads (so that timing this call times the reading): what ``profiling.budget`` sizes a pass from."""
+    reads (so that timing this call times the reading): what ``profiling.profile_budget`` sizes a pass from."""
     read = _read_plane(space, marker=marker, deadline=deadline)
     out: dict[str | None, tuple[int, int, float]] = {}
     for w, side in enumerate(read.sides):
