@@ -316,7 +316,8 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
     iterations = iterations_for(median_s, budget_s)
     raw, why = profile_partner(iterations)
     base = None
-    # The partner's own pass over its budget (``_profile_for_coordinator`` sends the line with its profile).
+    # The partner's own pass over its budget (``orchestrate.profile_for_coordinator`` sends the line with
+    # its profile).
     cost = [str(raw["cost"])] if isinstance(raw, Mapping) and raw.get("cost") else []
     if raw is not None:
         try:
