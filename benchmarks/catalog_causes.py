@@ -8,7 +8,7 @@ For each scenario of the catalog (``pytest_tfperf.catalog.scenarios``) and each 
 process: the anti-pattern and the fix are timed in interleaved rounds (their median iteration), then
 explained as ``--tfperf-explain`` explains a failed ``compare(reference=...)``: a profiled pass of the fix
 (the reference), then one of the anti-pattern, and ``profiling.attribution`` splits the measured change
-(``catalog.causes.explain_comparison``, on ``session.explain``'s functions). The top cause is the first one
+(``catalog.causes.explain_comparison``, on ``explain.explanation``'s functions). The top cause is the first one
 listed; ``catalog.causes`` says what each entry should name, and whether the profile can name it at all.
 """
 

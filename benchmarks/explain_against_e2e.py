@@ -7,7 +7,7 @@ Builds a throwaway git repository: revision A trains a 4-layer Keras MLP
 on a 256 x 128 batch); revision B widens ``planted_dense`` to 2048. It then runs
 ``pytest --tfperf --tfperf-against=HEAD~1`` on B, alternately with and without
 ``--tfperf-explain``, ``--pairs`` times, under TF_CPU_ALLOCATOR_USE_BFC=true.
-A conftest in both revisions times ``TfPerfSession._explain`` (the partner's
+A conftest in both revisions times ``explain.orchestrate.explain_outcomes`` (the partner's
 profiled pass, this side's, reading and attributing both), printed as
 ``TFPERF_EXPLAIN_SECONDS``. Writes each run's wall time, that figure and the
 explanation's lines to ``benchmarks/results/explain_against_e2e.json``.
@@ -32,18 +32,18 @@ CONFTEST = '''
 import os, sys, time
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import pytest_tfperf.session.session as _s
+import pytest_tfperf.explain.orchestrate as _o
 
-_orig = _s.TfPerfSession._explain
+_orig = _o.explain_outcomes  # the session imports it when it calls it: the timed one is the one called
 
-def _timed(self, *a, **k):
+def _timed(*a, **k):
     t = time.perf_counter()
     try:
-        return _orig(self, *a, **k)
+        return _orig(*a, **k)
     finally:
         print(f"TFPERF_EXPLAIN_SECONDS {time.perf_counter() - t:.2f}", file=sys.__stderr__)
 
-_s.TfPerfSession._explain = _timed
+_o.explain_outcomes = _timed
 '''
 
 TEST = '''

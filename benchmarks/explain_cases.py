@@ -326,7 +326,7 @@ def run_case(case: str, profile_dir: Path) -> dict[str, Any]:
     settle = {arm: max(1, iterations[arm] // 2) for arm in arms} if case.startswith("pipeline_") else 0
     # The whole pass (warm-up, calibration, windows, stop, reading) within the measured rounds' time, as
     # --tfperf-explain sizes it: the budget cuts the windows' iterations (and a window) when the profiler's
-    # stop and reading would cost more than is left (profiling.budget).
+    # stop and reading would cost more than is left (profiling.profile_budget).
     outcomes = profile_steps(arms, profile_dir / case / "all", windows=WINDOWS, iterations=iterations, warmup=1,
                              settle=settle, budget_s=measured_s, min_windows=MIN_WINDOWS)
     pass_s = time.perf_counter() - pass_started
@@ -457,7 +457,7 @@ def _cross_process(stored_by_case: dict[str, list[dict[str, Any]]]) -> list[dict
 
 
 def _stored_by_case(runs: list[dict[str, Any]], profile_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    from pytest_tfperf.profiling.model import Profile
+    from pytest_tfperf.profiling.profile_model import Profile
 
     out: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
@@ -476,7 +476,7 @@ def reattribute(results: Path, profile_dir: Path, *, from_raw: bool = False) -> 
     With ``from_raw``, the compact profiles are first rebuilt from the raw profiles, so that a change to
     the reader (how events are grouped) is measured on the same recorded runs.
     """
-    from pytest_tfperf.profiling.model import Profile
+    from pytest_tfperf.profiling.profile_model import Profile
 
     result = json.loads(results.read_text())
     stored_by_case: dict[str, list[dict[str, Any]]] = {}

@@ -279,7 +279,7 @@ def _cross(runs: list[dict[str, Any]], base_dir: Path) -> list[dict[str, Any]]:
     """A stored baseline refreshed in another session: one process's baseline arm against another's changed arm
     (and against its base arm, A/A), attributed offline from the compact profiles kept."""
     from pytest_tfperf.profiling.attribution import attribute
-    from pytest_tfperf.profiling.model import Profile
+    from pytest_tfperf.profiling.profile_model import Profile
 
     by_case: dict[str, list[dict[str, Any]]] = {}
     for run in runs:

@@ -87,7 +87,7 @@ class SessionConfig:
     against_found: str | None = None
     against_fallback: str | None = None
     # A failed throughput (or TF-allocator) verdict gets a profiled pass of each side and the change attributed
-    # to ops and tf.data stages (session.explain); never inside the timed rounds, nothing on a passing run. On by
+    # to ops and tf.data stages (explain/); never inside the timed rounds, nothing on a passing run. On by
     # default: a red test is where the user wants the answer, and it costs nothing on green ones
     # (--no-tfperf-explain or ini tfperf_explain = false turn it off).
     explain: bool = True

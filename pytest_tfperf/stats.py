@@ -351,15 +351,24 @@ def welch_standard_error(sd_a: float, n_a: int, sd_b: float, n_b: int) -> tuple[
     return se, df
 
 
+def mean(values: Sequence[float]) -> float:
+    """The arithmetic mean, summed exactly (``math.fsum``); 0 for no values (a profile without windows)."""
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def variance(values: Sequence[float]) -> float:
+    """Sample variance (n - 1 in the denominator); 0 for fewer than two values, which have no spread to read."""
+    if len(values) < 2:
+        return 0.0
+    centre = mean(values)
+    return math.fsum((v - centre) ** 2 for v in values) / (len(values) - 1)
+
+
 def stdev(values: Sequence[float]) -> float:
     """Sample standard deviation (n - 1 in the denominator); 0 for a single value."""
-    n = len(values)
-    if n == 0:
+    if not values:
         raise ValueError("standard deviation of an empty sequence")
-    if n == 1:
-        return 0.0
-    mean = math.fsum(values) / n
-    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return math.sqrt(variance(values))
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -140,13 +140,13 @@ def explain_comparison(test_id: str, anti: Callable[[], object], fix: Callable[[
                        budget_s: float = BUDGET_S) -> dict[str, Any]:
     """An anti-pattern explained against its fix as ``--tfperf-explain`` explains a failed ``compare(reference=fix)``.
 
-    Both are timed (interleaved rounds), then each side gets a profiled pass (``session.explain.profile_side``,
+    Both are timed (interleaved rounds), then each side gets a profiled pass (``explain.explanation.profile_side``,
     each side's windows sized by its own median so that an anti-pattern 400x slower than its fix does not
-    profile for a minute, which lost the profiler's events) and ``session.explain.explain`` attributes the
+    profile for a minute, which lost the profiler's events) and ``explain.explanation.explain`` attributes the
     measured change. Returns the explanation's JSON form with the timings.
     """
+    from pytest_tfperf.explain.explanation import explain, iterations_for, profile_side
     from pytest_tfperf.measuring.workload import Workload
-    from pytest_tfperf.session.explain import explain, iterations_for, profile_side
 
     medians = median_call_s({"anti": anti, "fix": fix})
     started = time.perf_counter()

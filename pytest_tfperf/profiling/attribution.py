@@ -32,12 +32,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from pytest_tfperf import stats
 from pytest_tfperf.profiling import noise
-from pytest_tfperf.profiling.model import Group, Profile
 from pytest_tfperf.profiling.noise import DEVICE_OP_KINDS, FAMILY_ALPHA, Factor, Prior, Test, group_test, holm
 from pytest_tfperf.profiling.parts import (
     CPU_FRAME, CPU_KINDS, DEVICE, HOST, PIPELINE_KINDS, SELF_FRAME, Attribution, Change,
 )
+from pytest_tfperf.profiling.profile_model import Group, Profile
 from pytest_tfperf.profiling.wording import attribution_dict, explanation_lines
 
 __all__ = ["Attribution", "Change", "attribute", "attribution_dict", "explanation_lines", "host_path_time",
@@ -200,12 +201,12 @@ def _group(b: Group | None, c: Group | None, base: Profile, current: Profile, fa
     current_cut = _smallest_kept(current, ref.on_device) if c is None else 0.0
     hidden = factor.scale * base_cut + current_cut
     if noise.traced_in_part(b, c, SHORT_EVENT_S, TRACED_COUNT_RATIO, WHOLE_EVENTS_TOLERANCE) \
-            or (_short(ref) and (b is None or c is None) and not _clock_agrees(clock, noise.mean(cw) - noise.mean(bw))):
-        hidden += max(abs(factor.scale * noise.mean(bw)), noise.mean(cw))
+            or (_short(ref) and (b is None or c is None) and not _clock_agrees(clock, stats.mean(cw) - stats.mean(bw))):
+        hidden += max(abs(factor.scale * stats.mean(bw)), stats.mean(cw))
     label = ref.describe() if ref.kind != "stage" else ref.label
     test, info = _series(ref.key, ref.kind, label, bw, cw, factor, hidden=hidden, shrink=shrink)
     test = replace(test, sides=1 if b is None or c is None else 2,
-                   tested=(factor.scale * noise.mean(bw) + noise.mean(cw)) / 2 >= noise.RELEVANT_SHARE * base.wall_mean)
+                   tested=(factor.scale * stats.mean(bw) + stats.mean(cw)) / 2 >= noise.RELEVANT_SHARE * base.wall_mean)
     if b is None or c is None:
         info["how"] = ("appeared" if b is None else "vanished") if not (base_cut or current_cut) else info["how"]
         info["below_cutoff"] = bool(base_cut or current_cut)
@@ -229,7 +230,7 @@ def _prior(base: Profile, current: Profile, scale: float, *, device: bool) -> Pr
 
 def _traced(profile: Profile) -> float:
     return math.fsum(g.mean for g in profile.groups if g.kind in CPU_KINDS and not g.on_device) \
-        + noise.mean(profile.other)
+        + stats.mean(profile.other)
 
 
 def _short(group: Group) -> bool:
@@ -251,7 +252,7 @@ def _series(key: str, kind: str, label: str, base: Sequence[float], current: Seq
     test = group_test(base, current, factor.scale, tau=factor.tau, tau_df=factor.tau_df, hidden=hidden,
                       shrink=shrink)
     info: dict[str, object] = {"key": key, "kind": kind, "label": label, "how": "grew" if test.delta >= 0 else "shrank",
-                               "base": noise.mean(base), "current": noise.mean(current)}
+                               "base": stats.mean(base), "current": stats.mean(current)}
     return test, info
 
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.profiling import bounded
-from pytest_tfperf.profiling.budget import PassPlan, SideCost, plan_pass, window_deadline_s
-from pytest_tfperf.profiling.model import Profile
+from pytest_tfperf.profiling.profile_budget import PassPlan, SideCost, plan_pass, window_deadline_s
+from pytest_tfperf.profiling.profile_model import Profile
 from pytest_tfperf.profiling.xspace import (
     WINDOW_MARKER, ProfileUnavailable, load_xspace, summarise_sides, window_costs,
 )
@@ -119,7 +119,7 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
     ``budget_s`` (the measured rounds' time) bounds the whole pass, warm-up,
     stop and reading included: a calibration session first measures each
     side's events and time per call and what an event costs to stop and read
-    (``profiling.budget``), then ``windows`` and ``iterations`` (and
+    (``profiling.profile_budget``), then ``windows`` and ``iterations`` (and
     ``settle``, in proportion) are cut to fit, never raised, down to
     ``min_windows`` (default ``windows``) windows of one iteration; and no
     round of windows starts past the budget's deadline once ``min_windows``

@@ -36,8 +36,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pytest_tfperf.profiling.model import Group, Profile
-from pytest_tfperf.stats import normal_quantile, t_cdf, t_quantile
+from pytest_tfperf.profiling.profile_model import Group, Profile
+from pytest_tfperf.stats import mean, normal_quantile, t_cdf, t_quantile, variance
 
 # The chance, per comparison, that unchanged code has any group blamed (Holm over every group compared).
 FAMILY_ALPHA = 0.05
@@ -122,17 +122,6 @@ def quantile(p: float, df: float) -> float:
     return t_quantile(p, df)
 
 
-def mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values) if values else 0.0
-
-
-def var(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    m = mean(values)
-    return math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
-
-
 def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     n = len(ordered)
@@ -153,8 +142,8 @@ class Prior:
 
 def window_part(base: Sequence[float], current: Sequence[float], scale: float) -> tuple[float, float]:
     """The variance of current minus ``scale`` x baseline from the windows, and its Welch degrees of freedom."""
-    a = scale * scale * var(base) / len(base) if base else 0.0
-    c = var(current) / len(current) if current else 0.0
+    a = scale * scale * variance(base) / len(base) if base else 0.0
+    c = variance(current) / len(current) if current else 0.0
     if len(base) < 2 or len(current) < 2:
         return a + c, 1.0  # a side of one window says nothing about its spread: the widest t
     denominator = (a * a / (len(base) - 1) if a else 0.0) + (c * c / (len(current) - 1) if c else 0.0)
@@ -324,8 +313,8 @@ def common_factor(base: Profile, current: Profile, device: bool = False) -> Fact
         if g.kind not in kinds or o is None or min(g.per_window) <= 0.0 or min(o.per_window) <= 0.0:
             continue
         logs.append(math.log(o.mean / g.mean))
-        se2.append(var(g.per_window) / len(g.per_window) / g.mean ** 2
-                   + var(o.per_window) / len(o.per_window) / o.mean ** 2)
+        se2.append(variance(g.per_window) / len(g.per_window) / g.mean ** 2
+                   + variance(o.per_window) / len(o.per_window) / o.mean ** 2)
     if len(logs) < FACTOR_MIN_GROUPS:
         return Factor()
     centre = median(logs)
@@ -339,7 +328,7 @@ def common_factor(base: Profile, current: Profile, device: bool = False) -> Fact
     tau = _spread_beyond_windows(untouched, [se2[i] for i in kept], estimate)
     # the factor's own standard error: the untouched groups' spread over their number (a mean's, a little
     # optimistic for a median); each group's windows and ``tau`` both scatter them
-    sd = math.sqrt(var(untouched)) if len(untouched) > 1 else 0.0
+    sd = math.sqrt(variance(untouched)) if len(untouched) > 1 else 0.0
     n = len(untouched)
     if sd > 0.0:
         p = 2.0 * (1.0 - t_cdf(abs(mean(untouched)) / (sd / math.sqrt(n)), n - 1))

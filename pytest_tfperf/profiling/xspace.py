@@ -23,21 +23,9 @@ host events: each event name is classified once, events outside the windows
 are skipped before anything else is done with them. The protobuf module is
 imported lazily and probed at the places TensorFlow versions put it.
 
-A GPU has a plane of its own (``/device:GPU:N``), one line per CUDA stream
-(``Stream #N(...)``), one event per kernel, copy or memset, as TensorFlow's
-CUPTI collector writes them (``xla/backends/profiler/gpu/cupti_collector.cc``):
-its ``tf_op`` stat names the TensorFlow op whose annotation was open when it
-was launched (``scope/name:Type``), its ``correlation_id`` the driver call that
-launched it (``cuLaunchKernel`` and the like, on a host plane with the same
-stat). Device events are read into groups of their own (``device:layer:...``,
-``device:op:...``) by the host ops' scope and family rules: a kernel's time is
-its duration (kernels of one stream do not nest). A kernel belongs to the
-window in which its launch started when the launch is found by its correlation
-id (a step's kernels may run after the host left the window), else to the
-window in which it started itself. Lines xprof derives at display time
-(``TensorFlow Ops``, ``XLA Ops``, ``Steps``...) are not streams and are not read,
-so nothing is counted twice. None of this has run on a real GPU here: it is
-written against the format and tested on synthetic planes.
+A GPU has a plane of its own (``/device:GPU:N``), one line per CUDA stream: what
+its events are (the op that launched each, its group, its launch's start) is
+``xspace_device``'s; its kernels are read into the host's windows here.
 """
 
 from __future__ import annotations
@@ -51,19 +39,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf.profiling.model import Group, Profile
 from pytest_tfperf.profiling.names import (
     is_async_stage, is_parallel_stage, is_stage, is_tf_data_thread, layer_scope, op_family, parse_op, stage_key,
+)
+from pytest_tfperf.profiling.profile_model import Group, Profile
+from pytest_tfperf.profiling.xspace_device import (
+    CUPTI_PLANE, DEVICE_PLANE_PREFIX, STREAM_LINE_PREFIX, device_group, innermost_op, launch_starts, union_length,
 )
 
 WINDOW_MARKER = "tfperf_window"
 HOST_PLANE = "/host:CPU"
-DEVICE_PLANE_PREFIX = "/device:GPU:"
-STREAM_LINE_PREFIX = "Stream #"
 # Where CUPTI's driver calls (the launches) are: merged into the host plane by TensorFlow's post-processing,
 # or in a plane of their own before it.
-_LAUNCH_PLANES = (HOST_PLANE, "/host:CUPTI")
-_NO_OP_KEY = "device:op:(none)"
+_LAUNCH_PLANES = (HOST_PLANE, CUPTI_PLANE)
 XPLANE_MODULES = (
     "tensorflow.tsl.profiler.protobuf.xplane_pb2",  # TF 2.21 ships it here
     "tsl.profiler.protobuf.xplane_pb2",
@@ -144,7 +132,7 @@ def summarise_sides(space: Any, *, iterations: Mapping[str, int], top: int = 30,
 def window_costs(space: Any, *, marker: str = WINDOW_MARKER,
                  deadline: float | None = None) -> dict[str | None, tuple[int, int, float]]:
     """Per side: (windows, host events that start in them, their wall time in seconds), read as ``summarise``
-    reads (so that timing this call times the reading): what ``profiling.budget`` sizes a pass from."""
+    reads (so that timing this call times the reading): what ``profiling.profile_budget`` sizes a pass from."""
     read = _read_plane(space, marker=marker, deadline=deadline)
     out: dict[str | None, tuple[int, int, float]] = {}
     for w, side in enumerate(read.sides):
@@ -302,7 +290,7 @@ def _read_devices(space: Any, read: _Read, *, deadline: float | None) -> None:
         return
     k = len(read.windows)
     starts = [start for start, _ in read.windows]
-    launches = _launch_starts(space)
+    launches = launch_starts(space, _LAUNCH_PLANES)
     busy = [0.0] * k
     seen = 0
     for plane in planes:
@@ -334,91 +322,26 @@ def _read_devices(space: Any, read: _Read, *, deadline: float | None) -> None:
                     if sid == tf_op_stat:
                         op_name = stat.str_value or stat_names.get(stat.ref_value, "")
                     elif sid == annotation_stat and not op_name:
-                        op_name = _innermost_op(stat.str_value or stat_names.get(stat.ref_value, ""))
+                        op_name = innermost_op(stat.str_value or stat_names.get(stat.ref_value, ""))
                     elif sid == correlation_stat:
                         correlation = stat.uint64_value or stat.int64_value
                 at = launches.get(correlation, start) if correlation is not None else start
                 window = bisect.bisect_right(starts, at) - 1
                 if window < 0 or at >= read.windows[window][1]:
                     continue
-                entry = groups.get((op_name, names.get(event.metadata_id, "")))
+                event_name = names.get(event.metadata_id, "")
+                entry = groups.get((op_name, event_name))
                 if entry is None:
-                    entry = groups[(op_name, names.get(event.metadata_id, ""))] = _device_entry(
-                        op_name, names.get(event.metadata_id, ""), read.kinds)
+                    key, family, kind, label = device_group(op_name, event_name)
+                    entry = groups[(op_name, event_name)] = _register(read.kinds, key, kind, label), family
                 key, family = entry
                 read.self_time[key][window] += duration
                 if family is not None:
                     read.families[key][window][family] += duration
                 spans[window].append((start, start + duration))
         for w in range(k):
-            busy[w] = max(busy[w], float(_union(spans[w])))
+            busy[w] = max(busy[w], float(union_length(spans[w])))
     read.device_busy = busy
-
-
-def _launch_starts(space: Any) -> dict[int, int]:
-    """Correlation id -> start (ps) of the driver call that launched it (``cuLaunchKernel``, ``cuMemcpy...``)."""
-    out: dict[int, int] = {}
-    for plane in space.planes:
-        if plane.name not in _LAUNCH_PLANES:
-            continue
-        correlation_stat = next((mid for mid, meta in plane.stat_metadata.items() if meta.name == "correlation_id"),
-                                None)
-        if correlation_stat is None:
-            continue
-        driver = {mid for mid, meta in plane.event_metadata.items() if meta.name.startswith("cu")}
-        for line in plane.lines:
-            base_ps = line.timestamp_ns * 1000
-            for event in line.events:
-                if event.metadata_id not in driver:
-                    continue
-                for stat in event.stats:
-                    if stat.metadata_id == correlation_stat:
-                        out[stat.uint64_value or stat.int64_value] = base_ps + event.offset_ps
-    return out
-
-
-def _innermost_op(annotation: str) -> str:
-    """The op of an annotation stack ``outer::inner#k=v#``: the innermost part that names an op."""
-    for part in reversed(annotation.split("::")):
-        name = part.split("#", 1)[0].strip()
-        if parse_op(name) is not None:
-            return name
-    return ""
-
-
-def _device_entry(op_name: str, event_name: str, kinds: dict[str, tuple[str, str]]) -> tuple[str, str | None]:
-    """(group, op family) of a device event: its op's layer scope, else its op family; a copy or a kernel that
-    names no op is a group of its own (a host-to-device copy that appears is worth naming as one)."""
-    op = parse_op(op_name) if op_name else None
-    if op is not None:
-        node, op_type = op
-        family = op_family(op_type)
-        scope = layer_scope(node)
-        if scope:
-            key = "device:layer:" + scope
-            _register(kinds, key, "device layer", scope.rsplit("/", 1)[-1] + " kernels")
-        else:
-            key = "device:op:" + family
-            _register(kinds, key, "device op", f"{family} kernels outside layers")
-        return key, family
-    if event_name.startswith(("Memcpy", "Memset")):
-        kind = event_name.split("(", 1)[0].split(" ", 1)[0]
-        return _register(kinds, "device:op:" + kind, "device op", f"{kind} with no TensorFlow op"), kind
-    return _register(kinds, _NO_OP_KEY, "device op", "kernels with no TensorFlow op"), None
-
-
-def _union(spans: list[tuple[int, int]]) -> int:
-    """Total length of the union of ``[start, end)`` spans (streams of one device overlap)."""
-    total = 0
-    reach = None
-    for start, end in sorted(spans):
-        if reach is None or start >= reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
 
 
 def _entry(event_name: str, tf_data: bool, read: _Read) -> tuple[int, str | None, str | None, bool, bool, bool]:

@@ -5,7 +5,7 @@ step whose input-bound diagnosis warned: a few windows of pulls and steps
 under TensorFlow's profiler (``profiling.capture.profile_step``, about 20%
 slower than unprofiled), the whole pass (warm-up, windows, stopping the
 profiler, reading the profile) at most as long as the timed rounds it
-follows: a calibration session sizes the windows (``profiling.budget``). The raw profile stays under
+follows: a calibration session sizes the windows (``profiling.profile_budget``). The raw profile stays under
 ``<rootdir>/.tfperf/profiles/<test>/input/`` for ``tensorboard --logdir``.
 ``diagnoses.input_stages`` reads which stage set the pace. Trouble with the
 profiler (another session running, a TensorFlow without it) gives a one-line
@@ -24,7 +24,7 @@ from pytest_tfperf.diagnoses.input_bound import ProfiledStages
 from pytest_tfperf.diagnoses.input_stages import read_stages
 from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import RawRun, Workload
-from pytest_tfperf.session.explain import profile_dir, rounds_seconds
+from pytest_tfperf.explain.explanation import profile_dir, rounds_seconds
 
 WINDOWS = 4
 WINDOW_S = 0.25  # each profiled window's target length: 4 windows of 0.25 s, about 1 s profiled

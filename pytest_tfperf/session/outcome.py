@@ -25,7 +25,7 @@ class Outcome:
     variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
     reference: Measurement | None = None  # the partner's measurement (--tfperf-against), for the reports
-    explanation: Any = None  # session.explain.Explanation under --tfperf-explain, for a throughput regression
+    explanation: Any = None  # explain.explanation.Explanation under --tfperf-explain, for a throughput regression
     stored_profile: Any = None  # the stored baseline's compact profile (a dict as stored), when it has one
 
     @property

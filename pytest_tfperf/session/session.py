@@ -146,8 +146,10 @@ class TfPerfSession:
                     "judged on both measurements pooled")
         if self.config.explain:
             try:
-                self._explain(fx, workloads, measured, outcomes, reference, settings, against=against)
-                self._store_memory(measured)
+                from pytest_tfperf.explain.orchestrate import explain_outcomes
+
+                explain_outcomes(self, workloads, measured, outcomes, reference, settings, against=against,
+                                 partner=self._partner)
             finally:
                 if self._partner is not None:
                     self._partner.release_held()  # the partner's test ends: nothing more to profile there
@@ -159,157 +161,6 @@ class TfPerfSession:
         if failures:
             fail_test("\n\n".join(failures))
         return measured
-
-    def _explain(self, fx: TfPerf, workloads: dict[str, Workload], measured: dict[str, Measurement],
-                 outcomes: dict[str, Outcome], reference: str | None, settings: RunSettings, *,
-                 against: bool) -> None:
-        """Explanations (on unless --no-tfperf-explain), after the timed rounds (never in them).
-
-        A refresh profiles each test and keeps the profile for its baseline. A failed throughput verdict is
-        explained: a compare() variant against a profiled pass of its reference, a stored regression against
-        the baseline's profile. A passing test is never profiled. The verdict stands whatever happens here.
-        """
-        if not self.config.update and not any(o.failed for o in outcomes.values()):
-            return  # a passing test: nothing to profile, nothing to import (a partner waits for its release)
-        from pytest_tfperf.profiling.capture import NOT_LOADED
-        from pytest_tfperf.session.explain import (
-            baseline_commit, explain_pair, explain_stored, profile_dir, profile_side, rounds_seconds,
-        )
-
-        if self.config.update:
-            for name, m in measured.items():
-                if m.timings.iterations <= 1:
-                    continue  # not stored either (outputs._update_baselines)
-                cost: list[str] = []
-                profile, why = profile_side(workloads[name], self.rootdir, m.test_id, "baseline",
-                                            _iterations(m, settings), self.profiler, rounds_seconds(m.timings),
-                                            cost)
-                outcomes[name].notices += [f"{m.test_id}: {line}" for line in cost]
-                if profile is not None:
-                    stored = profile.to_dict()
-                    # Relative to the rootdir: the baseline is reviewed in git, read on other machines.
-                    stored["logdir"] = str(profile_dir(".", m.test_id, "baseline"))
-                    self.profiles[m.test_id] = stored
-                elif NOT_LOADED not in str(why):  # a test without TensorFlow has no profile to keep: not news
-                    outcomes[name].notices.append(f"{m.test_id}: no profile stored in its baseline: {why}")
-        for name, o in outcomes.items():
-            if not o.throughput_regressed:
-                continue
-            if against:
-                o.explanation = self._explain_against(o, workloads[name], settings)
-            elif reference is not None and name != reference:
-                ref = measured[reference]
-                o.explanation = explain_pair(o.measurement.test_id, workloads[reference], workloads[name],
-                                             measured_s=o.measurement.median_s - ref.median_s,
-                                             median_s=ref.median_s, budget_s=settings.budget_s,
-                                             rootdir=self.rootdir, profiler=self.profiler,
-                                             rounds_s=rounds_seconds(ref.timings)
-                                             + rounds_seconds(o.measurement.timings))
-            elif o.stored is not None and o.paired_with is None:
-                baseline = o.stored[0]
-                o.explanation = explain_stored(o.measurement.test_id, o.stored_profile, workloads[name],
-                                               measured_s=o.measurement.median_s - baseline.median_s,
-                                               median_s=baseline.median_s, budget_s=settings.budget_s,
-                                               rootdir=self.rootdir, profiler=self.profiler,
-                                               rounds_s=rounds_seconds(o.measurement.timings),
-                                               commit=baseline_commit(o.stored[1]))
-        for name, o in outcomes.items():
-            if o.failed:
-                self._explain_memory(o, name, workloads, measured, reference, settings, against=against)
-
-    def _store_memory(self, measured: dict[str, Measurement]) -> None:
-        """A refresh under --tfperf-explain: the baseline's allocations by op join its stored profile (``"memory"``,
-        a few hundred bytes), so a stored TF-allocator regression can be explained later."""
-        if not self.profiles:
-            return
-        from pytest_tfperf.session.explain import profile_dir, stored_memory
-
-        for m in measured.values():
-            stored = self.profiles.get(m.test_id)
-            if stored is not None and "memory" not in stored:
-                memory = stored_memory(profile_dir(self.rootdir, m.test_id, "baseline"))
-                if memory is not None:
-                    stored["memory"] = memory
-
-    def _explain_memory(self, o: Outcome, name: str, workloads: dict[str, Workload],
-                        measured: dict[str, Measurement], reference: str | None, settings: RunSettings, *,
-                        against: bool) -> None:
-        """A TF-allocator peak that regressed: the allocations by op of both sides' raw profiles (taken for the
-        time's explanation, or now: then the time's lines are not shown), the added peak's change split over the
-        ops that moved. A stored baseline's side is the allocations its refresh stored (``_store_memory``)."""
-        from pytest_tfperf.session.explain import (
-            explain_memory, explain_pair, explain_stored, profile_dir, regressed_tf_memory, rounds_seconds,
-            tf_allocator_device,
-            with_memory,
-        )
-
-        metric = regressed_tf_memory(o.verdict)
-        if metric is None:
-            return
-        device = tf_allocator_device(metric.metric)  # the allocator of the device whose peak regressed
-        test_id = o.measurement.test_id
-        change = float(metric.current_value - metric.baseline_value)
-        time = o.explanation
-        stored = o.stored_profile.get("memory") if isinstance(o.stored_profile, dict) else None
-        if against or (reference is not None and name != reference):
-            if time is None:  # the throughput passed: the sides are profiled for the memory alone
-                if against:
-                    time_alone = self._explain_against(o, workloads[name], settings)
-                else:
-                    ref = measured[reference]  # type: ignore[index]
-                    time_alone = explain_pair(test_id, workloads[reference], workloads[name],  # type: ignore[index]
-                                              measured_s=o.measurement.median_s - ref.median_s,
-                                              median_s=ref.median_s, budget_s=settings.budget_s,
-                                              rootdir=self.rootdir, profiler=self.profiler,
-                                              rounds_s=rounds_seconds(ref.timings)
-                                              + rounds_seconds(o.measurement.timings))
-            base_side, current_side = ("partner", "this") if against else ("reference", "variant")
-            why = (time_alone if time is None else time).reason
-            pair = profile_dir(self.rootdir, test_id, "pair")
-            if not against and pair.exists():  # both sides in one profile, their windows alternating
-                memory = explain_memory(pair, pair, change, why, sides=(base_side, current_side), device=device)
-            else:
-                memory = explain_memory(profile_dir(self.rootdir, test_id, base_side),
-                                        profile_dir(self.rootdir, test_id, current_side), change, why, device=device)
-        elif o.stored is not None and isinstance(stored, dict):
-            if time is None:  # the throughput passed: the current side is profiled for the memory alone
-                baseline = o.stored[0]
-                time_alone = explain_stored(test_id, o.stored_profile, workloads[name],
-                                            measured_s=o.measurement.median_s - baseline.median_s,
-                                            median_s=baseline.median_s, budget_s=settings.budget_s,
-                                            rootdir=self.rootdir, profiler=self.profiler,
-                                            rounds_s=rounds_seconds(o.measurement.timings))
-            why = (time_alone if time is None else time).reason
-            memory = explain_memory(o.stored_profile.get("logdir") or None,  # type: ignore[union-attr]
-                                    profile_dir(self.rootdir, test_id, "current"), change, why, stored=stored,
-                                    device=device)
-        else:
-            memory = explain_memory(None, None, change, "the stored baseline keeps no allocations by op; refresh "
-                                    "it with --tfperf-update")
-        o.explanation = with_memory(time, memory)
-
-    def _explain_against(self, o: Outcome, workload: Workload, settings: RunSettings) -> Any:
-        """A regression beside the partner: the partner profiles its side in its process, then this side here."""
-        from pytest_tfperf.session.explain import (
-            Explanation, explain_against, partner_profile_timeout_s, rounds_seconds,
-        )
-
-        run = self._partner.held if self._partner is not None else None
-        if run is None or o.reference is None:
-            reason = f"the partner process that measured {o.measurement.test_id} is gone; it could not be profiled"
-            return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
-        reference = o.reference
-        test_id = o.measurement.test_id
-
-        def profile_partner(iterations: int) -> tuple[dict[str, Any] | None, str | None]:
-            return run.profile(rootdir=os.path.abspath(self.rootdir), test_id=test_id, side="partner",
-                               iterations=iterations,
-                               timeout_s=partner_profile_timeout_s(reference.median_s, iterations))
-
-        return explain_against(test_id, profile_partner, workload,
-                               measured_s=o.measurement.median_s - reference.median_s,
-                               median_s=reference.median_s, budget_s=settings.budget_s, rootdir=self.rootdir,
-                               profiler=self.profiler, rounds_s=rounds_seconds(o.measurement.timings))
 
     # -- --tfperf-against: the same test of the other version, in a partner session --------
 
@@ -367,29 +218,11 @@ class TfPerfSession:
                               rounds_log=server.rounds_log)
         measured = {name: self._build(fx._variant_id(name), mode, raw) for name, raw in raws.items()}
         server.send_result(list(measured.values()))
-        server.hold(lambda message: self._profile_for_coordinator(workloads, message, measured))
+        from pytest_tfperf.explain.orchestrate import profile_for_coordinator
+
+        server.hold(lambda message: profile_for_coordinator(self.profiler, workloads, message, measured))
         fx.results.update(measured)
         return measured
-
-    def _profile_for_coordinator(self, workloads: dict[str, Workload], message: dict[str, Any],
-                                 measured: dict[str, Measurement] | None = None) -> dict[str, Any]:
-        """This session is a partner under --tfperf-explain: a profiled pass of its side, into the coordinator's
-        folder (``<its rootdir>/.tfperf/profiles/<test>/partner/``), the compact profile sent back; at most as
-        long as this side's measured rounds."""
-        from pytest_tfperf.session.explain import profile_side, rounds_seconds
-
-        name = message.get("variant") or next(iter(workloads))
-        if name not in workloads:
-            return {"profile": None, "reason": f"the partner has no variant {name!r}"}
-        mine = (measured or {}).get(name)
-        cost: list[str] = []
-        profile, why = profile_side(workloads[name], str(message["rootdir"]), str(message["test_id"]),
-                                    str(message.get("side", "partner")), int(message["iterations"]), self.profiler,
-                                    None if mine is None else rounds_seconds(mine.timings), cost)
-        data = None if profile is None else profile.to_dict()
-        if data is not None and cost:
-            data["cost"] = cost[0]  # the pass over its budget: said in the coordinator's message (explain_against)
-        return {"profile": data, "reason": why}
 
     def _build(self, test_id: str, mode: str, raw: RawRun, workload: Workload | None = None) -> Measurement:
         from pytest_tfperf.diagnoses import diagnostics
@@ -514,12 +347,6 @@ class TfPerfSession:
             return None
         self.failures.append(failure)
         return failure.message
-
-
-def _iterations(m: Measurement, settings: RunSettings) -> int:
-    from pytest_tfperf.session.explain import iterations_for
-
-    return iterations_for(m.median_s, settings.budget_s)
 
 
 def _paired_settings(settings: RunSettings) -> RunSettings:

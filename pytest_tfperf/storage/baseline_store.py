@@ -59,7 +59,7 @@ SCHEMA = "pytest-tfperf/baseline"
 #     git_commit); "measurement" is the first of them in full. A version-1 entry has one run: its
 #     measurement (the migration is the identity; the reader summarises the measurement).
 # 3 - an entry may hold "profile": the compact TensorFlow profile of the refresh's first process
-#     (``profiling.model.Profile.to_dict()``, a few KB), stored under --tfperf-update --tfperf-explain so
+#     (``profiling.profile_model.Profile.to_dict()``, a few KB), stored under --tfperf-update --tfperf-explain so
 #     that a stored regression can be explained (docs/explanation/explain.md). Stored as written; read by
 #     ``Profile.from_dict`` when used. Only a file with a profile in one of its entries is written as
 #     version 3: a version-2 reader refuses it as "written by a newer pytest-tfperf" instead of failing on

@@ -16,7 +16,7 @@ CONFTEST = """
 import os
 import pytest
 from pytest_tfperf.profiling import capture
-from pytest_tfperf.profiling.model import Group, Profile
+from pytest_tfperf.profiling.profile_model import Group, Profile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.basename(HERE)

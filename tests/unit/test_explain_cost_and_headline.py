@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from pytest_tfperf.profiling.capture import ProfileOutcome
 from pytest_tfperf.reports.explain_headline import headline
 from pytest_tfperf.reports.report_model import explanation_views
-from pytest_tfperf.session.explain import explain_pair, explain_stored, over_budget
+from pytest_tfperf.explain.explanation import explain_pair, explain_stored, over_budget
 from tests.unit.test_explain_session import BASE, MS, PLANTED, FakeProfiler, workloads
 
 
@@ -59,7 +59,7 @@ def test_a_stored_baselines_raw_profile_is_pointed_at_when_here_and_made_here_wh
     _, current, _ = workloads()
     stored = {**BASE.to_dict(), "logdir": ".tfperf/profiles/t.py_test/baseline"}
     runs = SimpleNamespace(runs=(SimpleNamespace(git_commit="0123456789abcdef0123"),))
-    from pytest_tfperf.session.explain import baseline_commit
+    from pytest_tfperf.explain.explanation import baseline_commit
 
     out = explain_stored("t.py::test[a]", stored, current, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
                          rootdir=tmp_path, profiler=FakeProfiler(current=PLANTED), commit=baseline_commit(runs))

@@ -14,7 +14,8 @@ import pytest
 from pytest_tfperf.config import SessionConfig
 from pytest_tfperf.measuring.workload import RunSettings, Workload
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.session.explain import Explanation, MemoryExplained, regressed_tf_memory, with_memory
+from pytest_tfperf.explain.explanation import Explanation, MemoryExplained, regressed_tf_memory, with_memory
+from pytest_tfperf.explain.orchestrate import explain_memory_outcome, store_memory
 from pytest_tfperf.session.outcome import Outcome
 from pytest_tfperf.session.session import TfPerfSession
 from tests.unit.test_explain_session import BASE, FakeProfiler
@@ -45,8 +46,8 @@ def test_a_memory_only_pair_is_profiled_for_it_and_a_missing_raw_profile_is_one_
     o = outcome("t.py::test[wide]", metric("peak_tf_allocator[CPU:0]", "regressed"))
     ref = outcome("t.py::test[main]").measurement
     workloads = {"main": Workload(call=lambda: None), "wide": Workload(call=lambda: None)}
-    session._explain_memory(o, "wide", workloads, {"main": ref, "wide": o.measurement}, "main", RunSettings(),
-                            against=False)
+    explain_memory_outcome(session, o, "wide", workloads, {"main": ref, "wide": o.measurement}, "main",
+                           RunSettings(), against=False)
     assert [c[0] for c in session.profiler.calls] == ["reference", "variant"]  # the throughput passed
     assert isinstance(o.explanation, MemoryExplained)
     (line,) = o.explanation.lines  # the time's lines are not shown for a throughput that passed
@@ -60,8 +61,8 @@ def test_a_stored_baseline_says_it_keeps_no_allocations_and_nothing_is_profiled(
     session = TfPerfSession(SessionConfig(measure=True, explain=True), str(tmp_path))
     session.profiler = FakeProfiler()
     o = outcome("t.py::test", metric("peak_tf_allocator[CPU:0]", "regressed"))
-    session._explain_memory(o, "", {"": Workload(call=lambda: None)}, {"": o.measurement}, None, RunSettings(),
-                            against=False)
+    explain_memory_outcome(session, o, "", {"": Workload(call=lambda: None)}, {"": o.measurement}, None,
+                           RunSettings(), against=False)
     assert not session.profiler.calls
     assert o.explanation.lines == ("no explanation of the memory: the stored baseline keeps no allocations by op; "
                                    "refresh it with --tfperf-update",)
@@ -90,7 +91,7 @@ class XplaneProfiler(FakeProfiler):
 def test_a_refresh_stores_the_allocations_and_a_stored_regression_is_explained_against_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_tfperf.profiling import xspace
-    from pytest_tfperf.session.explain import profile_dir
+    from pytest_tfperf.explain.explanation import profile_dir
     from tests.unit.test_profiling_xspace import xplane_pb2
 
     # The protobuf module loaded from its file, as test_profiling_xspace.py does: importing it by name would
@@ -101,15 +102,15 @@ def test_a_refresh_stores_the_allocations_and_a_stored_regression_is_explained_a
     o = outcome("t.py::test", metric("peak_tf_allocator[CPU:0]", "regressed", MIB, 5.1 * MIB))
     session.profiles[o.measurement.test_id] = {**BASE.to_dict(), "logdir": ".tfperf/profiles/t.py_test/baseline"}
     write_xplane(profile_dir(tmp_path, "t.py::test", "baseline"), wide=MIB)
-    session._store_memory({"": o.measurement})
+    store_memory(session, {"": o.measurement})
     stored = session.profiles["t.py::test"]
     assert stored["memory"]["version"] == 1 and stored["memory"]["allocator"] == "bfc_cpu_allocator_for_gpu"
 
     later = TfPerfSession(SessionConfig(measure=True, explain=True), str(tmp_path))
     later.profiler = XplaneProfiler(5 * MIB, current=BASE)
     o.stored, o.stored_profile = (o.measurement, None), stored
-    later._explain_memory(o, "", {"": Workload(call=lambda: None)}, {"": o.measurement}, None, RunSettings(),
-                          against=False)
+    explain_memory_outcome(later, o, "", {"": Workload(call=lambda: None)}, {"": o.measurement}, None,
+                           RunSettings(), against=False)
     assert [c[0] for c in later.profiler.calls] == ["current"]
     lines = o.explanation.lines
     assert lines[0].startswith("where the memory went: +4.10 MiB added peak measured (profiled windows +4.00 MiB")

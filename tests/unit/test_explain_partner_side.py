@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.measuring.workload import Workload
-from pytest_tfperf.session.explain import (
+from pytest_tfperf.explain.explanation import (
     PARTNER_PROFILE_SLACK_S,
     explain_against,
     iterations_for,

@@ -6,10 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf.measuring.workload import Workload
-from pytest_tfperf.profiling.capture import ProfileOutcome
-from pytest_tfperf.profiling.model import Group, Profile
-from pytest_tfperf.session.explain import (
+from pytest_tfperf.explain.explanation import (
     NO_STORED_PROFILE,
     explain_pair,
     explain_stored,
@@ -19,6 +16,9 @@ from pytest_tfperf.session.explain import (
     profile_dir,
     safe_name,
 )
+from pytest_tfperf.measuring.workload import Workload
+from pytest_tfperf.profiling.capture import ProfileOutcome
+from pytest_tfperf.profiling.profile_model import Group, Profile
 
 MS = 1e-3
 STEADY = (10.0, 10.1, 9.9, 10.05, 9.95)

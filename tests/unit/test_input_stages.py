@@ -17,7 +17,7 @@ from pytest_tfperf.diagnoses.input_stages import advice, describe_pace, read_sta
 from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import InputSplit, RawRun, Workload
 from pytest_tfperf.model import Timings
-from pytest_tfperf.profiling.model import Group, Profile
+from pytest_tfperf.profiling.profile_model import Group, Profile
 
 
 def _stage(path: str, ms: float, *, per_element_ms: float | None = None, parallel: bool = False) -> Group:

@@ -11,7 +11,7 @@ import pytest
 import json
 
 from pytest_tfperf.profiling.attribution import attribute, attribution_dict, explanation_lines
-from pytest_tfperf.profiling.model import Group, Profile
+from pytest_tfperf.profiling.profile_model import Group, Profile
 
 MS = 1e-3
 

@@ -1,10 +1,13 @@
-"""profiling.budget sizes a profiled pass from its calibration: numbers in, a plan out (no clock, no TensorFlow)."""
+"""profiling.profile_budget sizes a profiled pass from its calibration: numbers in, a plan out (no clock, no
+TensorFlow)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_tfperf.profiling.budget import MARGIN, PassPlan, SideCost, plan_pass, settle_calls, window_deadline_s
+from pytest_tfperf.profiling.profile_budget import (
+    MARGIN, PassPlan, SideCost, plan_pass, settle_calls, window_deadline_s,
+)
 
 US = 1e-6
 

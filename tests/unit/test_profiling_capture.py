@@ -333,7 +333,7 @@ def test_with_a_budget_the_warm_up_runs_after_the_calibration_right_before_the_w
 def test_each_window_carries_the_process_cpu_clock_per_iteration(fake: FakeProfiler, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU clock is read around each window apart from the profile: the attribution checks self times by it."""
-    from pytest_tfperf.profiling.model import Profile
+    from pytest_tfperf.profiling.profile_model import Profile
 
     monkeypatch.setattr(capture, "summarise_sides", lambda space, iterations, **kw: {
         side: Profile(name=side, iterations=n, wall=(0.01,) * 3, groups=(), other=(0.0,) * 3, smallest_kept=0.0,

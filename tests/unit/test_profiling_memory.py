@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tfperf.profiling.memory import (
+from pytest_tfperf.profiling.memory_profile import (
     FREED_FROM_BEFORE,
     MemoryGroup,
     MemoryFormatError,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_tfperf.profiling.model import FORMAT_VERSION, Group, Profile, ProfileFormatError
+from pytest_tfperf.profiling.profile_model import FORMAT_VERSION, Group, Profile, ProfileFormatError
 
 
 def make_profile(groups: int = 3, windows: int = 5) -> Profile:

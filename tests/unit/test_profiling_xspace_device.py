@@ -19,7 +19,7 @@ import pytest
 
 from pytest_tfperf.profiling.attribution import attribute, explanation_lines
 from pytest_tfperf.profiling import xspace as xs
-from pytest_tfperf.profiling.model import Group, Profile
+from pytest_tfperf.profiling.profile_model import Group, Profile
 from pytest_tfperf.profiling.xspace import ProfileUnavailable, summarise, summarise_sides
 from tests.unit.test_profiling_xspace import US, Space, step_space, xplane_pb2
 
@@ -349,7 +349,7 @@ def gpu_memory_space(gpu_bytes: int, cpu_bytes: int = 64 * 1024, windows: int = 
 
 
 def test_each_devices_peak_is_read_from_its_own_allocator() -> None:
-    from pytest_tfperf.profiling.memory import read_memory
+    from pytest_tfperf.profiling.memory_profile import read_memory
 
     space = gpu_memory_space(gpu_bytes=2**20).parsed()
     gpu = read_memory(space, device="GPU:0")
@@ -370,7 +370,7 @@ def no_tensorflow(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_gpu_peak_regression_names_the_layer_that_allocated_on_the_gpu(tmp_path: Any, no_tensorflow: None) -> None:
-    from pytest_tfperf.session.explain import explain_memory, tf_allocator_device
+    from pytest_tfperf.explain.explanation import explain_memory, tf_allocator_device
 
     for side, size in (("base", 2**20), ("current", 4 * 2**20)):
         folder = tmp_path / side / "plugins" / "profile" / "run"
@@ -386,8 +386,8 @@ def test_a_gpu_peak_regression_names_the_layer_that_allocated_on_the_gpu(tmp_pat
 
 
 def test_a_stored_allocation_profile_of_another_allocator_is_not_compared(tmp_path: Any, no_tensorflow: None) -> None:
-    from pytest_tfperf.profiling.memory import memory_to_dict, read_memory
-    from pytest_tfperf.session.explain import explain_memory
+    from pytest_tfperf.profiling.memory_profile import memory_to_dict, read_memory
+    from pytest_tfperf.explain.explanation import explain_memory
 
     stored = memory_to_dict(read_memory(gpu_memory_space(gpu_bytes=2**20).parsed(), device="CPU:0"))
     folder = tmp_path / "current" / "plugins" / "profile" / "run"
@@ -399,7 +399,7 @@ def test_a_stored_allocation_profile_of_another_allocator_is_not_compared(tmp_pa
 
 def test_the_summary_headline_names_kernels_that_moved_off_a_host_bound_path() -> None:
     from pytest_tfperf.profiling.attribution import attribution_dict
-    from pytest_tfperf.session.explain import Explanation
+    from pytest_tfperf.explain.explanation import Explanation
 
     base = summarise(gpu_space(windows=5, conv_us=10.0, dense_us=6.0, host_us=350.0).parsed(), name="b",
                      iterations=2)

@@ -10,7 +10,7 @@ measured change over the ops and stages that moved.
 
 The pass takes at most as long as the measured rounds it explains (``rounds_s``,
 ``rounds_seconds``): ``profiling.capture`` calibrates what stopping the profiler
-and reading the profile will cost and cuts the windows to fit (``profiling.budget``).
+and reading the profile will cost and cuts the windows to fit (``profiling.profile_budget``).
 
 Trouble never changes the verdict or fails the test: a profile that cannot be
 taken (another profiler session, no profiler, a step that raises in the pass)
@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tfperf.measuring.workload import Workload
-from pytest_tfperf.profiling.model import Profile
+from pytest_tfperf.profiling.profile_model import Profile
 
 PROFILES_DIR = ".tfperf/profiles"
 WINDOWS = 5
 PAIR_WINDOWS = 6  # a pair's sides alternate window by window: 6 each, both sides' together half the budget
-# The fewest windows a side keeps when the measured rounds' time cannot hold more (profiling.budget cuts
+# The fewest windows a side keeps when the measured rounds' time cannot hold more (profiling.profile_budget cuts
 # iterations per window first): the attribution's noise is the spread of 5 windows against 5.
 MIN_WINDOWS = 5
 MAX_ITERATIONS = 50
@@ -246,7 +246,7 @@ def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workl
     """A stored-baseline regression: profile the current side (within ``rounds_s``, its measured rounds) and
     attribute against the baseline's profile. ``commit``: the one the baseline was refreshed at, when known
     (for the command that profiles both sides where the baseline's raw profile is absent)."""
-    from pytest_tfperf.profiling.model import ProfileFormatError
+    from pytest_tfperf.profiling.profile_model import ProfileFormatError
 
     if stored is None:
         return Explanation(lines=(NO_STORED_PROFILE,), reason="the baseline holds no profile")
@@ -311,12 +311,13 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
     (``profile_partner(iterations)`` gives its compact profile as a dict, or why there is none), then this side
     is profiled here (``this``, within ``rounds_s``: this side's measured rounds), one after the other, and
     ``measured_s`` (this median - the partner's) attributed."""
-    from pytest_tfperf.profiling.model import ProfileFormatError
+    from pytest_tfperf.profiling.profile_model import ProfileFormatError
 
     iterations = iterations_for(median_s, budget_s)
     raw, why = profile_partner(iterations)
     base = None
-    # The partner's own pass over its budget (``_profile_for_coordinator`` sends the line with its profile).
+    # The partner's own pass over its budget (``orchestrate.profile_for_coordinator`` sends the line with
+    # its profile).
     cost = [str(raw["cost"])] if isinstance(raw, Mapping) and raw.get("cost") else []
     if raw is not None:
         try:
@@ -338,7 +339,7 @@ TF_ALLOCATOR_METRIC = "peak_tf_allocator["
 
 @dataclass(frozen=True, slots=True)
 class MemoryExplained(Explanation):
-    """An explanation that also says where the memory went (``memory``: ``profiling.memory.memory_dict``, or
+    """An explanation that also says where the memory went (``memory``: ``profiling.memory_profile.memory_dict``, or
     ``{"lines", "reason"}`` when there is none); ``lines`` holds the time's lines (if any) then the memory's."""
 
     memory: Mapping[str, Any] | None = None
@@ -385,8 +386,8 @@ def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | 
     ``"memory"``) and split ``measured_bytes`` (the added peak's change) over the ops that moved: (lines, the
     JSON form), or one line saying why not. ``sides`` names the base's and the current's windows when both
     logdirs are one profile whose sides alternate (``explain_pair``'s ``pair`` folder). ``device`` (``GPU:0``)
-    reads that device's allocator in the raw profiles (``profiling.memory.device_allocator``)."""
-    from pytest_tfperf.profiling.memory import (
+    reads that device's allocator in the raw profiles (``profiling.memory_profile.device_allocator``)."""
+    from pytest_tfperf.profiling.memory_profile import (
         MemoryFormatError, attribute_memory, memory_dict, memory_from_dict, memory_from_logdir,
     )
 
@@ -431,7 +432,7 @@ def with_memory(time: Explanation | None, memory: tuple[tuple[str, ...], dict[st
 def stored_memory(logdir: str | Path) -> dict[str, Any] | None:
     """What a refresh stores beside the compact profile: the allocations by op read from its raw profile
     (``memory_to_dict``), or None when it holds none (a TensorFlow without allocation events)."""
-    from pytest_tfperf.profiling.memory import memory_from_logdir, memory_to_dict
+    from pytest_tfperf.profiling.memory_profile import memory_from_logdir, memory_to_dict
 
     profile, _ = memory_from_logdir(logdir)
     return None if profile is None else memory_to_dict(profile)

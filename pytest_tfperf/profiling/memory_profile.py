@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_tfperf import stats
 from pytest_tfperf.profiling import bounded
 from pytest_tfperf.profiling.names import layer_scope, op_family, parse_op, strip_counter
 from pytest_tfperf.profiling.xspace import HOST_PLANE, WINDOW_MARKER, ProfileUnavailable, load_xspace
@@ -248,7 +249,7 @@ def attribute_memory(base: MemoryProfile, current: MemoryProfile, measured: floa
         gb, gc = b.get(key), c.get(key)
         before = gb.per_window if gb else (0.0,) * max(1, len(base.peaks))
         after = gc.per_window if gc else (0.0,) * max(1, len(current.peaks))
-        delta = _mean(after) - _mean(before)
+        delta = stats.mean(after) - stats.mean(before)
         noise = max(NOISE_SE * math.sqrt(_se2(before) + _se2(after)), NOISE_FLOOR_BYTES)
         if abs(delta) <= noise:
             quiet += 1
@@ -401,16 +402,9 @@ def _stats(event: Any, stat_names: Mapping[int, str]) -> dict[str, object]:
     return out
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
 def _se2(values: Sequence[float]) -> float:
-    n = len(values)
-    if n < 2:
-        return 0.0
-    m = _mean(values)
-    return sum((v - m) ** 2 for v in values) / (n - 1) / n
+    """The squared standard error of the values' mean; 0 for fewer than two."""
+    return stats.variance(values) / len(values) if len(values) >= 2 else 0.0
 
 
 def _mib(value: float, *, sign: bool = True) -> str:

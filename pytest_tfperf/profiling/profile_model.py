@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_tfperf import stats
+
 FORMAT_VERSION = 2
 HOST_ONLY_VERSION = 1  # the form without device fields, still written for host-only profiles and read
 READ_VERSIONS = (HOST_ONLY_VERSION, FORMAT_VERSION)
@@ -63,7 +65,7 @@ class Group:
 
     @property
     def mean(self) -> float:
-        return _mean(self.per_window)
+        return stats.mean(self.per_window)
 
     def describe(self) -> str:
         if self.kind == "stage":
@@ -107,11 +109,11 @@ class Profile:
 
     @property
     def wall_mean(self) -> float:
-        return _mean(self.wall)
+        return stats.mean(self.wall)
 
     @property
     def cpu_mean(self) -> float:
-        return _mean(self.cpu)
+        return stats.mean(self.cpu)
 
     def group(self, key: str) -> Group | None:
         for group in self.groups:
@@ -128,7 +130,7 @@ class Profile:
 
     @property
     def device_busy_mean(self) -> float:
-        return _mean(self.device_busy)
+        return stats.mean(self.device_busy)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -186,10 +188,6 @@ class Profile:
                        cpu=cpu)
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileFormatError(f"stored profile is malformed: {type(exc).__name__}: {exc}") from None
-
-
-def _mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values) if values else 0.0
 
 
 def _us(values: Sequence[float]) -> list[float]:
