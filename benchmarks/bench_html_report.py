@@ -8,7 +8,7 @@ shaped like it: 5 rounds, TF allocator and RSS peaks, 12 comparisons), a
 baseline for every test and a history of 50 runs per test (each run's figures
 the measured ones times log-normal noise of 3%, a 25% slowdown from run 30 on
 for every fifth test, the baseline refreshed at run 40). It then times the
-real command, ``python -m pytest_tfperf.cli.report``, in fresh processes
+real command, ``python -m pytest_tfperf.cli.report_cli``, in fresh processes
 (interpreter, imports, reading, drawing and writing), and writes the wall and
 CPU times and the page's size to ``benchmarks/results/html_report.json``.
 Every fifth test also carries a ``--tfperf-explain`` explanation (5 causes, the
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_tfperf.storage.baseline_store import BaselineStore
-from pytest_tfperf.storage.history import COLUMNS, HISTORY_FILE_NAME, history_rows
+from pytest_tfperf.storage.history_csv import COLUMNS, HISTORY_FILE_NAME, history_rows
 from pytest_tfperf.model import (
     Environment,
     Measurement,
@@ -140,7 +140,7 @@ def main() -> int:
                                       recorded_at=START + timedelta(days=REFRESH_AT, seconds=20))
         write_history(baselines, measurements, environment, rng)
         page = work / "report.html"
-        command = [sys.executable, "-m", "pytest_tfperf.cli.report", str(results), "--baseline-dir",
+        command = [sys.executable, "-m", "pytest_tfperf.cli.report_cli", str(results), "--baseline-dir",
                    str(baselines), "-o", str(page)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         walls, cpus = [], []
@@ -156,7 +156,7 @@ def main() -> int:
         if args.keep:
             args.keep.write_text(text, encoding="utf-8")
         report = {
-            "command": " ".join(["python", "-m", "pytest_tfperf.cli.report", "RESULTS", "--baseline-dir", "DIR",
+            "command": " ".join(["python", "-m", "pytest_tfperf.cli.report_cli", "RESULTS", "--baseline-dir", "DIR",
                                  "-o", "report.html"]),
             "input": str(args.results) if args.results else "synthetic catalog",
             "tests": len(measurements), "history_runs_per_test": RUNS,

@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 
 import validation_study  # noqa: E402
 
-from pytest_tfperf.stats import wilson_interval  # noqa: E402
+from validation.intervals import wilson_interval  # noqa: E402
 from pytest_tfperf.storage.atomic_files import atomic_write_text  # noqa: E402
 
 COMMITS = 32

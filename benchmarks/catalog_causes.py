@@ -8,8 +8,8 @@ For each scenario of the catalog (``pytest_tfperf.catalog.scenarios``) and each 
 process: the anti-pattern and the fix are timed in interleaved rounds (their median iteration), then
 explained as ``--tfperf-explain`` explains a failed ``compare(reference=...)``: a profiled pass of the fix
 (the reference), then one of the anti-pattern, and ``profiling.attribution`` splits the measured change
-(``catalog.causes.explain_comparison``, on ``explain.explanation``'s functions). The top cause is the first one
-listed; ``catalog.causes`` says what each entry should name, and whether the profile can name it at all.
+(``validation.causes.explain_comparison``, on ``explain.explanation``'s functions). The top cause is the first one
+listed; ``validation.causes`` says what each entry should name, and whether the profile can name it at all.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))  # validation.causes
 
 def explain_catalog(size: str, only: list[str]) -> list[dict[str, Any]]:
-    from pytest_tfperf.catalog.causes import CAUSES, explain_comparison, names_its_cause, top_cause
+    from validation.causes import CAUSES, explain_comparison, names_its_cause, top_cause
     from pytest_tfperf.catalog.scenarios import MODULES, load
     from pytest_tfperf.catalog.sizes import CatalogSize, tensorflow_sees_a_gpu
 
@@ -67,9 +68,9 @@ def explain_catalog(size: str, only: list[str]) -> list[dict[str, Any]]:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    from pytest_tfperf.catalog.causes import CAUSES, named_anywhere, names_its_cause
+    from validation.causes import CAUSES, named_anywhere, names_its_cause
 
-    # judged again from the stored explanations, so that --from-json follows catalog.causes as it is now
+    # judged again from the stored explanations, so that --from-json follows validation.causes as it is now
     for rows in [doc["rows"], *doc.get("other_processes", [])]:
         for r in rows:
             if "explanation" in r:

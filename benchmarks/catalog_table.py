@@ -3,11 +3,11 @@
     python benchmarks/catalog_table.py                      # run the catalog with --tfperf, print the table
     python benchmarks/catalog_table.py --doc                # ...and replace the table in docs/catalog.md
     python benchmarks/catalog_table.py --doc PATH.md        # ...or between the markers of another page
-    python benchmarks/catalog_table.py --effects run.jsonl  # render effects recorded by an earlier run
+    python benchmarks/catalog_table.py --effects run.jsonl  # render effects recorded by an earlier run (JSON lines)
 
 The numbers come from a real ``pytest --tfperf`` run of ``benchmarks/test_catalog.py``:
-each test appends its effects to the file named by ``TFPERF_CATALOG_EFFECTS``,
-and the machine is read from the ``--tfperf-json`` document of the same run.
+each test records its effects (``tfperf.record_effect``), and both they and the
+machine are read from the ``--tfperf-json`` document of the same run.
 Nothing in the table is typed by hand.
 """
 
@@ -30,8 +30,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_DOC = Path("docs") / "catalog.md"
 
 
-def run_catalog(effects_path: Path, json_path: Path, pytest_args: Sequence[str]) -> int:
-    env = dict(os.environ, TFPERF_CATALOG_EFFECTS=str(effects_path))
+def run_catalog(json_path: Path, pytest_args: Sequence[str]) -> int:
+    env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     command = [sys.executable, "-m", "pytest", "--tfperf", f"--tfperf-json={json_path}", "-p", "no:cacheprovider",
                "-q", str(HERE / "test_catalog.py"), *pytest_args]
@@ -50,6 +50,24 @@ def load_effects(path: Path) -> list[dict[str, object]]:
     if not rows:
         raise SystemExit(f"{path}: no effects recorded; did the catalog tests run (and with --tfperf)?")
     return rows
+
+
+def effects_from_results(json_path: Path) -> list[dict[str, object]]:
+    """The effects a run recorded, from its ``--tfperf-json`` document, non-finite numbers as floats again."""
+    def restored(value: object) -> object:
+        # the document writes inf and nan as strings ("inf", "nan"), which the table reads as numbers
+        if isinstance(value, str) and value in ("inf", "-inf", "nan"):
+            return float(value)
+        if isinstance(value, dict):
+            return {k: restored(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [restored(v) for v in value]
+        return value
+
+    if not json_path.exists():
+        raise SystemExit(f"{json_path}: no results document; did the catalog run start?")
+    rows = [restored(row) for row in json.loads(json_path.read_text(encoding="utf-8")).get("effects", [])]
+    return rows  # type: ignore[return-value]
 
 
 def machine_line(json_path: Path) -> str:
@@ -177,11 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         machine = machine_line(args.results_json) if args.results_json else ""
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            effects_path, json_path = Path(tmp) / "effects.jsonl", Path(tmp) / "results.json"
-            status = run_catalog(effects_path, json_path, args.pytest_args)
-            if not effects_path.exists():
+            json_path = Path(tmp) / "results.json"
+            status = run_catalog(json_path, args.pytest_args)
+            rows = effects_from_results(json_path) if json_path.exists() else []
+            if not rows:
                 raise SystemExit(f"the catalog run recorded no effects (pytest exit status {status})")
-            rows = load_effects(effects_path)
             machine = machine_line(json_path)
             if status != 0:
                 print(f"warning: pytest exited with status {status}; the table shows what was measured",

@@ -4,8 +4,8 @@ Run:   .venv/bin/python benchmarks/real_models.py --processes 10            (ful
        .venv/bin/python benchmarks/real_models.py --processes 3 --size small --name real_models_small
 Writes benchmarks/results/<name>.json and .md (default name: real_models).
 
-Each process is ``pytest --tfperf benchmarks/test_real_models.py`` (the tests
-of ``pytest_tfperf.catalog.real_models_suite``) with
+Each process is ``pytest --tfperf benchmarks/test_real_models.py`` (the workloads
+of ``validation/real_workloads.py``) with
 ``TFPERF_REAL_MODELS_OUT`` set, so every test appends its figures as a JSON
 line. From them, over all processes:
 

@@ -51,6 +51,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
 from pytest_tfperf.gates.stored import judge
 from pytest_tfperf.gates.verdict import Tolerances
@@ -60,7 +61,7 @@ from pytest_tfperf.gates.baseline_runs import BaselineRuns
 from pytest_tfperf.storage.runs import RECORD, REFRESH, summarize  # noqa: E402
 from pytest_tfperf.storage.fields import Field
 from pytest_tfperf.storage.serialization import memory_peak_from_dict, memory_peak_to_dict
-from pytest_tfperf.stats import wilson_interval
+from validation.intervals import wilson_interval
 from pytest_tfperf.gates.stored_rule import MachineFloor, log_spread, machine_floor
 
 BASELINE_RUNS = DEFAULT_RUNS  # what --tfperf-update records by default (--baseline-runs to vary it)

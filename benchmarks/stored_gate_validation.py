@@ -61,7 +61,7 @@ from stored_gate_study import (  # noqa: E402
 
 from pytest_tfperf.config import DEFAULT_RUNS  # noqa: E402
 from pytest_tfperf.storage.runs import CALIBRATION_RUNS_KEPT  # noqa: E402
-from pytest_tfperf.stats import wilson_interval  # noqa: E402
+from validation.intervals import wilson_interval  # noqa: E402
 from pytest_tfperf.gates.stored_rule import log_spread, machine_floor  # noqa: E402
 
 RESULTS = HERE / "results"

@@ -69,8 +69,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
 
 from pytest_tfperf import stats  # noqa: E402
+from validation.intervals import wilson_interval  # noqa: E402
 from pytest_tfperf.catalog.machine_load import own_cpu_s, system_busy_s  # noqa: E402
 from pytest_tfperf.gates.verdict import Tolerances  # noqa: E402
 
@@ -612,7 +614,7 @@ def _median_finite(values: Any) -> float | None:
 def _rate_entry(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     hits = sum(_hit(kind, r) for r in rows)
-    lo, hi = stats.wilson_interval(hits, n) if n else (None, None)
+    lo, hi = wilson_interval(hits, n) if n else (None, None)
     changes = [r["throughput_change"] for r in rows if r["throughput_change"] is not None]
     statuses: dict[str, int] = {}
     for r in rows:

@@ -12,13 +12,12 @@ margin recorded in the scenario module, set by the margins' rule
 (``effects.margin_from_ratios``) from the effect over many fresh processes on a
 2-core CPU. A scenario whose gain is using idle cores (``NEEDS_IDLE_CORES``)
 is reported, not failed, when the same run shows the machine could not give
-them (``machine_load.busy_machine_reason``). With ``TFPERF_CATALOG_EFFECTS=path`` every effect is
-appended to ``path`` as a JSON line (``benchmarks/catalog_table.py`` reads it).
+them (``machine_load.busy_machine_reason``). Every effect is recorded with the run
+(``tfperf.record_effect``): ``--tfperf-json`` carries them (``benchmarks/catalog_table.py`` reads them there).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections.abc import Mapping
@@ -40,7 +39,6 @@ from pytest_tfperf.catalog.scenario import Metric, Scenario
 from pytest_tfperf.catalog.scenarios import MODULES, load
 from pytest_tfperf.catalog.sizes import CatalogSize, resolve_size, tensorflow_sees_a_gpu
 
-EFFECTS_ENV_VAR = "TFPERF_CATALOG_EFFECTS"
 # Other processes' CPU use (in cores) above which a scenario that measures
 # parallelism (NEEDS_IDLE_CORES) cannot show its effect on a 2-core machine; the
 # scenario's own check, the cores its fix got in its calls, is the other way to tell.
@@ -69,7 +67,6 @@ def _measuring(config: pytest.Config) -> bool:
 def _record(request: pytest.FixtureRequest, tfperf, scenario: Scenario, effects: list[Effect],  # noqa: ANN001
             measurements: dict[str, object], size: CatalogSize, other_load_cores: float, not_judged: str = "",
             core_use: Mapping[str, CoreUse] | None = None, withheld: Mapping[str, str] | None = None) -> None:
-    path = os.environ.get(EFFECTS_ENV_VAR)
     summaries = {v.name: v.summary for v in scenario.variants}
     for e in effects:
         row = {**e.to_dict(), "title": scenario.title, "anti_summary": summaries[e.anti],
@@ -86,9 +83,6 @@ def _record(request: pytest.FixtureRequest, tfperf, scenario: Scenario, effects:
                "fix_test": getattr(measurements.get(e.fix), "test_id", "")}
         request.node.user_properties.append((f"catalog:{e.anti}->{e.fix}", e.headline()))
         tfperf.record_effect(row)
-        if path:
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row) + "\n")
 
 
 # These grow the process's memory on purpose (kept tensors, a growing trace

@@ -28,7 +28,7 @@ from typing import Any
 from pytest_tfperf import stats
 from pytest_tfperf.reports.effect_lines import EffectRow, as_float, effect_row
 from pytest_tfperf.reports.explain_headline import headline
-from pytest_tfperf.storage.history import HistoryRow, measurement_metrics
+from pytest_tfperf.storage.history_csv import HistoryRow, measurement_metrics
 from pytest_tfperf.model import Measurement, MemorySource
 from pytest_tfperf.reports.shards import ShardedResults, ShardedTest
 

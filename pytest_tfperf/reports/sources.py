@@ -17,7 +17,7 @@ from pytest_tfperf.model import Environment
 from pytest_tfperf.reports.report_model import BaselineFigures, Report, build_report
 from pytest_tfperf.reports.shards import ShardedResults, merge_results
 from pytest_tfperf.storage.baseline_store import BaselineStore
-from pytest_tfperf.storage.history import HISTORY_FILE_NAME, HistoryRow, read_history_rows, recorded_runs
+from pytest_tfperf.storage.history_csv import HISTORY_FILE_NAME, HistoryRow, read_history_rows, recorded_runs
 from pytest_tfperf.storage.results_json import results_from_dict
 from pytest_tfperf.storage.runs import RunSummary
 from pytest_tfperf.storage.documents import utc_timestamp

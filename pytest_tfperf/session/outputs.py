@@ -170,7 +170,7 @@ def _write_json(s: FinishedSession, written: list[str]) -> None:
 
 def _update_baselines(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.session.refresh import run_extra_processes
-    from pytest_tfperf.storage.history import append_history, current_git_commit
+    from pytest_tfperf.storage.history_csv import append_history, current_git_commit
     from pytest_tfperf.storage.runs import CALIBRATION_ID
 
     measurements = [o.measurement for o in s.outcomes if o.measurement.timings.iterations > 1]
@@ -220,7 +220,7 @@ def _update_baselines(s: FinishedSession, written: list[str]) -> None:
 
 
 def _record_history(s: FinishedSession, written: list[str]) -> None:
-    from pytest_tfperf.storage.history import append_history
+    from pytest_tfperf.storage.history_csv import append_history
     from pytest_tfperf.storage.runs import RECORD
 
     measurements = [o.measurement for o in s.outcomes if o.measurement.timings.iterations > 1]

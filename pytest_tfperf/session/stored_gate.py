@@ -120,7 +120,7 @@ class StoredGate:
     def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
         """Runs recorded with --tfperf-record, per (test id, fingerprint), read once per session."""
         if self._recorded is None:
-            from pytest_tfperf.storage.history import HISTORY_FILE_NAME, read_history_rows, recorded_runs
+            from pytest_tfperf.storage.history_csv import HISTORY_FILE_NAME, read_history_rows, recorded_runs
 
             path = Path(self.baseline_dir) / HISTORY_FILE_NAME
             self._recorded = recorded_runs(read_history_rows(path)) if path.exists() else {}

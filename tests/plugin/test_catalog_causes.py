@@ -1,7 +1,7 @@
 """The catalog's explanations name their causes: the issue's three examples, on real TensorFlow.
 
 Each anti-pattern is explained against its fix as ``--tfperf-explain`` explains a failed
-``compare(reference=fix)`` (``catalog.causes.explain_comparison``): the allocation op in
+``compare(reference=fix)`` (``explain_comparison`` of ``benchmarks/validation/causes.py``): the allocation op in
 ``allocation_in_loop`` as the top cause, the sequential map in ``input_pipeline`` among the stages named.
 ``session_churn``'s cost, the Session's construction, is no op TensorFlow's profiler traces: the explanation
 must say so by naming no op for it and leaving the change in its remainder, not by blaming the graph's
@@ -28,7 +28,7 @@ KEYS = ("allocation_in_loop", "input_pipeline", "session_churn")
 
 CHILD = """
 import json, sys
-from pytest_tfperf.catalog.causes import explain_comparison, named_anywhere, names_its_cause, top_cause
+from validation.causes import explain_comparison, named_anywhere, names_its_cause, top_cause
 from pytest_tfperf.catalog.scenarios import load
 from pytest_tfperf.catalog.sizes import CatalogSize
 
@@ -48,7 +48,8 @@ print(json.dumps(out))
 
 
 def test_the_explanation_names_the_entrys_cause(tmp_path: Path) -> None:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    path = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")])  # validation.causes
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), *KEYS], capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -378,7 +378,7 @@ def test_recorded_runs_go_to_the_history_and_leave_baselines_alone(pytester: pyt
         result.assert_outcomes(passed=2)
         result.stdout.fnmatch_lines(["this run recorded in *history.csv for 2 test(s); baselines unchanged"])
     assert {p.name: p.read_text() for p in directory.glob("*.json")} == before
-    from pytest_tfperf.storage.history import read_history_rows, recorded_runs
+    from pytest_tfperf.storage.history_csv import read_history_rows, recorded_runs
 
     recorded = recorded_runs(read_history_rows(directory / "history.csv"))
     assert sorted(len(v) for v in recorded.values()) == [2, 2]  # two recorded runs of each test

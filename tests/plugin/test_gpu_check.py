@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.cli import gpu_check, gpu_plugin_checks, gpu_tf_checks
+from pytest_tfperf.cli import gpu_plugin_checks, gpu_selfcheck, gpu_tf_checks
 from pytest_tfperf.probes import nvml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,10 +35,10 @@ def test_without_a_gpu_the_self_check_runs_and_says_no_gpu(tmp_path: Path) -> No
     assert "no GPU: " in proc.stdout
     assert "nothing to check without a GPU" in proc.stdout
     document = json.loads(out.read_text())
-    assert document["schema"] == gpu_check.SCHEMA and document["failed"] == 0
+    assert document["schema"] == gpu_selfcheck.SCHEMA and document["failed"] == 0
     assert document["machine"]["gpu"] is None and document["machine"]["no_gpu"]
     assert {c["status"] for c in document["checks"]} == {"not run"}
-    assert [c["name"] for c in document["checks"]] == [name for name, _ in gpu_check.ALL_CHECKS]
+    assert [c["name"] for c in document["checks"]] == [name for name, _ in gpu_selfcheck.ALL_CHECKS]
     assert "tensorflow" not in proc.stderr.lower()  # nothing heavy imported without a GPU
 
 
@@ -52,7 +52,7 @@ def emulated_gpu(monkeypatch: pytest.MonkeyPatch) -> object:
     monkeypatch.setattr(gpu, "DEVICE", None)
     monkeypatch.setattr(nvml, "_inventory_cache", {})
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setenv(gpu_check.OPS_ENV, EMULATED)
+    monkeypatch.setenv(gpu_selfcheck.OPS_ENV, EMULATED)
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)  # the self-check sets it; restored afterwards
     return gpu.FakeOps()
 
@@ -61,12 +61,12 @@ def test_every_nvml_check_reaches_its_verdict_on_an_emulated_gpu(emulated_gpu: o
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # TensorFlow stays out of this process (other tests tell a stand-in error class from TensorFlow's by
     # whether TensorFlow is loaded); its no-GPU path is tested on a fake below.
-    installed = gpu_check.available_libraries()
-    monkeypatch.setattr(gpu_check, "available_libraries", lambda: {**installed, "tensorflow": False})
-    checks, facts = gpu_check.run_checks(ops_spec=EMULATED, workdir=tmp_path, plugin_budget_s=0.5,
+    installed = gpu_selfcheck.available_libraries()
+    monkeypatch.setattr(gpu_selfcheck, "available_libraries", lambda: {**installed, "tensorflow": False})
+    checks, facts = gpu_selfcheck.run_checks(ops_spec=EMULATED, workdir=tmp_path, plugin_budget_s=0.5,
                                          cost_pairs=2, cost_calls=3)
     by_name = {c.name: c for c in checks}
-    assert [c.name for c in checks] == [name for name, _ in gpu_check.ALL_CHECKS]
+    assert [c.name for c in checks] == [name for name, _ in gpu_selfcheck.ALL_CHECKS]
     assert facts["gpu"][0]["name"] == "NVIDIA H200 (emulated)"
     assert by_name["GPU inventory (NVML)"].status == "info"
     expected_pass = [
@@ -77,7 +77,7 @@ def test_every_nvml_check_reaches_its_verdict_on_an_emulated_gpu(emulated_gpu: o
         "plugin: min_gpu_busy_fraction=0.5 fails a starved step",
     ]
     assert {n: by_name[n].status for n in expected_pass} == {n: "pass" for n in expected_pass}, \
-        "\n".join(gpu_check.format_table(checks)) + "\n" + "\n".join(facts.get("plugin_run", {}).get("output_tail", []))
+        "\n".join(gpu_selfcheck.format_table(checks)) + "\n" + "\n".join(facts.get("plugin_run", {}).get("output_tail", []))
     known = by_name["NVML probe reads a known 1 GiB allocation"]
     assert known.figures["added_bytes"] == 2**30 and known.figures["scope"] == "process"
     budget = by_name["plugin: max_peak_device_bytes=256 MiB fails"]
@@ -116,9 +116,9 @@ def test_a_plugin_run_whose_gpu_never_got_busy_fails_the_busy_check() -> None:
 
 def test_a_gpu_without_cupy_or_pytorch_runs_the_inventory_and_says_what_the_rest_needs(
         emulated_gpu: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(gpu_check, "available_libraries",
+    monkeypatch.setattr(gpu_selfcheck, "available_libraries",
                         lambda: {"tensorflow": False, "torch": False, "cupy": False, "pynvml": True})
-    checks, _ = gpu_check.run_checks(ops_spec="", workdir=tmp_path)
+    checks, _ = gpu_selfcheck.run_checks(ops_spec="", workdir=tmp_path)
     assert checks[0].status == "info"
     assert {c.found for c in checks if c.needs == "CuPy or PyTorch"} == {"needs CuPy or PyTorch (neither is installed)"}
     assert {c.found for c in checks if c.needs == "TensorFlow (CUDA)"} == {"TensorFlow is not installed"}
@@ -135,6 +135,6 @@ def test_tensorflow_without_a_gpu_says_so_for_each_of_its_checks(tmp_path: Path)
     from tests.fakes import FakeTensorFlow
 
     checks = gpu_tf_checks.tensorflow_checks(FakeTensorFlow(gpus=0), tmp_path)
-    assert [c.name for c in checks] == [n for n, needs in gpu_check.ALL_CHECKS if needs == "TensorFlow (CUDA)"]
+    assert [c.name for c in checks] == [n for n, needs in gpu_selfcheck.ALL_CHECKS if needs == "TensorFlow (CUDA)"]
     assert {(c.status, c.found) for c in checks} == {
         ("not run", "TensorFlow sees no GPU (a CPU-only build, or its CUDA libraries are missing)")}

@@ -13,7 +13,7 @@ import numpy  # noqa: F401
 import pandas  # noqa: F401
 import pytest
 
-from pytest_tfperf.cli import report as report_cli
+from pytest_tfperf.cli import report_cli
 
 FAST = ["--tfperf", "--tfperf-budget=0.2", "--tfperf-tolerance=90%"]
 

@@ -1,6 +1,6 @@
 """Real workloads through the plugin: no false warnings at CI sizes, and Keras 3 traces counted.
 
-The first test runs the real-model suite (``pytest_tfperf.catalog.real_models_suite``)
+The first test runs the real-model suite (``benchmarks/test_real_models.py``)
 at small size: the healthy workloads must draw no warning, the true positives
 (kept outputs, an unprefetched pipeline, a recompiling Keras loop) must fire.
 Full sizes, keras.applications models included, run from ``benchmarks/``.
@@ -9,8 +9,12 @@ Full sizes, keras.applications models included, run from ``benchmarks/``.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+# Validation code, not the product: it lives with the benchmarks.
+SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "test_real_models.py"
 
 pytestmark = pytest.mark.filterwarnings("default")
 
@@ -19,9 +23,9 @@ def test_healthy_real_workloads_draw_no_warning_and_true_positives_fire(pytester
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TFPERF_REAL_MODELS_SIZE", "small")
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = pytester.runpytest_subprocess("--tfperf", "--tfperf-budget", "0.3", "--pyargs",
-                                           "pytest_tfperf.catalog.real_models_suite", "-p", "no:cacheprovider",
-                                           "-rs", timeout=300)
+    # Its own baseline directory: the main job's full-size baselines of the same test ids are not for CI sizes.
+    result = pytester.runpytest_subprocess("--tfperf", "--tfperf-budget", "0.3", str(SUITE), "-p", "no:cacheprovider",
+                                           f"--tfperf-baseline-dir={pytester.path / 'baselines'}", "-rs", timeout=300)
     assert result.parseoutcomes().get("failed", 0) == 0, result.stdout.str()[-6000:]
     # 4 healthy workloads and 3 true positives at CI size; the other 6 workloads only at full size
     result.assert_outcomes(passed=7, skipped=6)

@@ -431,7 +431,10 @@ def test_too_few_paired_rounds_cannot_reach_the_confidence_level_and_say_so(roun
 if __name__ == "__main__":  # pragma: no cover - figures for the report, not a test
     import sys
 
-    from pytest_tfperf.stats import wilson_interval
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from validation.intervals import wilson_interval
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     settings = [

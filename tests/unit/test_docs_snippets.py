@@ -24,8 +24,8 @@ import pytest
 
 from pytest_tfperf.bisect import cli as bisect_cli
 from pytest_tfperf.cli import compare as compare_cli
-from pytest_tfperf.cli import gpu_check as gpu_check_cli
-from pytest_tfperf.cli import report as report_cli
+from pytest_tfperf.cli import gpu_selfcheck as gpu_check_cli
+from pytest_tfperf.cli import report_cli
 from pytest_tfperf.config import MARKER_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]

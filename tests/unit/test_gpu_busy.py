@@ -19,16 +19,10 @@ from pytest_tfperf.measuring import runner
 from pytest_tfperf.measuring.workload import RawRun, RunSettings, Workload
 from pytest_tfperf.model import GpuBusy
 from tests.fakes import FakeGpu, make_fake_pynvml
+from tests.helpers import FakeClock, clean_nvml_state  # noqa: F401 - clean_nvml_state: an autouse fixture
 
 PARKED = 3600.0  # the sampler thread never ticks: readings come from reset()/peak() only
 OTHER_PID = 999_999_999
-
-
-@pytest.fixture(autouse=True)
-def clean_nvml_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(nvml, "nvidia_driver_visible", lambda: True)
-    monkeypatch.setattr(nvml, "_inventory_cache", {})
 
 
 def probe_for(monkeypatch: pytest.MonkeyPatch, *gpus: FakeGpu) -> list[nvml.NvmlMemoryProbe]:
@@ -36,17 +30,6 @@ def probe_for(monkeypatch: pytest.MonkeyPatch, *gpus: FakeGpu) -> list[nvml.Nvml
     probes = nvml.nvml_probes(interval_s=PARKED)
     assert all(isinstance(p, nvml.NvmlMemoryProbe) for p in probes)
     return probes  # type: ignore[return-value]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def work(self, ns: int) -> None:
-        self.now += ns
 
 
 def measure(probes: list[nvml.NvmlMemoryProbe], work: dict[str, object], rounds: int = 3) -> dict[str, RawRun]:

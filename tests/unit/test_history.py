@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.storage import history
-from pytest_tfperf.storage.history import (
+from pytest_tfperf.storage import history_csv
+from pytest_tfperf.storage.history_csv import (
     COLUMNS,
     HISTORY_FILE_NAME,
     append_history,
@@ -198,13 +198,13 @@ def test_concurrent_appends_keep_every_row(tmp_path: Path) -> None:
         for job in jobs:
             job.get(timeout=120)
     frame = load_history(tmp_path)
-    per_run = len(history.measurement_metrics(measurement()))
+    per_run = len(history_csv.measurement_metrics(measurement()))
     assert len(frame) == 2 * 15 * per_run
     assert frame.groupby("run_id").size().eq(per_run).all() and frame["run_id"].nunique() == 30
 
 
 def test_recorded_runs_are_grouped_by_run_and_kept_apart_from_refreshes(tmp_path: Path) -> None:
-    from pytest_tfperf.storage.history import read_history_rows, recorded_runs
+    from pytest_tfperf.storage.history_csv import read_history_rows, recorded_runs
 
     append_history(tmp_path, [measurement("t::a", median_ns=1_000_000)], CPU, recorded_at=at(1), git_commit="")
     for day, ns in ((3, 1_100_000), (2, 900_000)):  # out of order: union merges leave rows so
@@ -225,7 +225,7 @@ def _record_many(directory: str, tag: str, count: int) -> None:
 
 
 def test_concurrent_record_runs_lose_nothing(tmp_path: Path) -> None:
-    from pytest_tfperf.storage.history import read_history_rows, recorded_runs
+    from pytest_tfperf.storage.history_csv import read_history_rows, recorded_runs
 
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.cli import report as report_cli
+from pytest_tfperf.cli import report_cli
 from pytest_tfperf.profiling.attribution import attribute, attribution_dict
 from pytest_tfperf.reports.report_model import ExplanationPart, build_report, explanation_views
 from pytest_tfperf.reports.shards import load_shards

@@ -13,8 +13,8 @@ import pytest
 
 from pytest_tfperf import stats
 from pytest_tfperf.reports import html_report, plots, sources
-from pytest_tfperf.cli import report as report_cli
-from pytest_tfperf.storage.history import history_rows
+from pytest_tfperf.cli import report_cli
+from pytest_tfperf.storage.history_csv import history_rows
 from pytest_tfperf.model import (
     Environment,
     Measurement,
@@ -80,7 +80,7 @@ def baseline_dir(tmp_path: Path) -> Path:
         rows += history_rows([measurement("t.py::test_ok", 1 + run / 50), measurement(HOSTILE)], ENV, f"r{run}",
                              recorded_at=f"2026-11-{run + 10:02d}T06:00:00Z", git_commit=f"{run:040x}",
                              version="0.1.0")
-    from pytest_tfperf.storage.history import COLUMNS
+    from pytest_tfperf.storage.history_csv import COLUMNS
 
     text = ",".join(COLUMNS) + "\n" + "".join(",".join(f'"{c}"' for c in r.as_tuple()) + "\n" for r in rows)
     (directory / "history.csv").write_text(text, encoding="utf-8")
@@ -231,7 +231,7 @@ def test_rounds_are_drawn_against_the_partner_or_the_reference_variant(tmp_path:
 def test_baselines_with_several_runs_give_a_band_and_history_kinds_mark_refreshes() -> None:
     from types import SimpleNamespace
 
-    from pytest_tfperf.storage.history import HistoryRow
+    from pytest_tfperf.storage.history_csv import HistoryRow
     from pytest_tfperf.reports.report_model import BaselineFigures, metric_histories
 
     from pytest_tfperf.gates.baseline_runs import BaselineRuns

@@ -13,16 +13,10 @@ from pytest_tfperf.probes import memory_probes
 from pytest_tfperf.probes import nvml
 from pytest_tfperf.model import MemorySource
 from tests.fakes import FakeGpu, make_fake_pynvml
+from tests.helpers import clean_nvml_state  # noqa: F401 - an autouse fixture
 
 GIB = 1 << 30
 OTHER_PID = 999_999_999
-
-
-@pytest.fixture(autouse=True)
-def clean_nvml_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(nvml, "nvidia_driver_visible", lambda: True)
-    monkeypatch.setattr(nvml, "_inventory_cache", {})
 
 
 def install(monkeypatch: pytest.MonkeyPatch, module: types.ModuleType | None) -> None:

@@ -24,19 +24,7 @@ from pytest_tfperf.measuring.workload import (
     plan_rounds,
 )
 from pytest_tfperf.model import TRACES_EACH, MemorySource, TraceEvent
-
-
-class FakeClock:
-    """Advances only when a workload 'works': each call of ``work(ns)`` moves time forward."""
-
-    def __init__(self) -> None:
-        self.now = 1_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def work(self, ns: int) -> None:
-        self.now += ns
+from tests.helpers import FakeClock
 
 
 class FakeProbe:

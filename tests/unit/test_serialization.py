@@ -341,7 +341,7 @@ def test_storage_modules_import_neither_pytest_tensorflow_nor_pandas() -> None:
     code = (
         "import sys\n"
         "import pytest_tfperf.storage.serialization, pytest_tfperf.storage.baseline_store, pytest_tfperf.storage.results_json, "
-        "pytest_tfperf.storage.history, pytest_tfperf.storage.atomic_files\n"
+        "pytest_tfperf.storage.history_csv, pytest_tfperf.storage.atomic_files\n"
         "bad = sorted(m for m in ('pytest', '_pytest', 'tensorflow', 'pandas', 'numpy') if m in sys.modules)\n"
         "print(','.join(bad))\n"
     )

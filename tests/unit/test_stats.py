@@ -199,17 +199,6 @@ def test_welch_standard_error_and_degrees_of_freedom() -> None:
     assert stats.welch_standard_error(0.0, 5, 0.0, 5) == (0.0, 8.0)
 
 
-def test_wilson_interval_matches_the_research_figures() -> None:
-    low, high = stats.wilson_interval(0, 300)
-    assert low == 0.0 and high == pytest.approx(0.0126, abs=1e-4)
-    low, high = stats.wilson_interval(2, 200)
-    assert low == pytest.approx(0.0028, abs=1e-4) and high == pytest.approx(0.0357, abs=1e-4)
-    low, high = stats.wilson_interval(50, 50)
-    assert high == 1.0 and low == pytest.approx(1 - stats.wilson_interval(0, 50)[1])
-    with pytest.raises(ValueError, match="successes"):
-        stats.wilson_interval(3, 2)
-
-
 # -- least squares ----------------------------------------------------------
 
 

@@ -24,16 +24,9 @@ from pytest_tfperf.storage.fields import Field
 from pytest_tfperf.storage.serialization import measurement_from_dict, measurement_to_dict
 from pytest_tfperf.diagnoses.tracing import TraceCounter
 from pytest_tfperf.gates.verdict import MetricVerdict, Status
+from tests.helpers import FakeClock
 
 CALL_NS = 10_000_000  # every fake call takes 10 ms of fake time
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 class FakeFunction:

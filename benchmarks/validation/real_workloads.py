@@ -5,7 +5,7 @@ new user brings (issue #10): keras.applications models at 64 px with
 ``weights=None``, an Embedding+LSTM text model, a small Transformer trained in
 a ``tf.GradientTape`` loop, ``cache -> shuffle -> map(AUTOTUNE) -> batch ->
 prefetch`` pipelines feeding a CNN step, and ``model.fit``. Each builder
-returns a ``RealWorkload``; ``real_models_suite`` measures them with the
+returns a ``RealWorkload``; ``benchmarks/test_real_models.py`` measures them with the
 ``tfperf`` fixture and asserts that none draws a warning-level diagnosis,
 beside the true positives that must still fire.
 
