@@ -169,7 +169,7 @@ def evaluate_plugin_run(run: PytestRun) -> list[Check]:
     name = "plugin: max_peak_device_bytes=256 MiB fails"
     line = next((x.strip() for x in run.output.splitlines() if "peak_nvml[GPU:" in x and "limit" in x), "")
     ok = _failed(run.output, "test_device_budget_must_fail") and "the limit applies to the absolute peak" in line
-    checks.append(Check(name, needs, PASS if ok else FAIL, line[:300] or "no budget message in the output"))
+    checks.append(Check(name, needs, PASS if ok else FAIL, line[:300] or "no limit message in the output"))
 
     # 3. saturated vs starved: NVML busy fraction, and the diagnosis
     name = "plugin: GPU busy, saturated vs input-starved step"
@@ -194,7 +194,7 @@ def evaluate_plugin_run(run: PytestRun) -> list[Check]:
     name = "plugin: min_gpu_busy_fraction=0.5 fails a starved step"
     line = next((x.strip() for x in run.output.splitlines() if "gpu_busy_fraction (minimum)" in x), "")
     ok = _failed(run.output, "test_min_gpu_busy_budget_must_fail") and bool(line)
-    checks.append(Check(name, needs, PASS if ok else FAIL, line[:300] or "no budget message in the output"))
+    checks.append(Check(name, needs, PASS if ok else FAIL, line[:300] or "no limit message in the output"))
     return checks
 
 

@@ -156,7 +156,7 @@ def _oom_hints(device: str, request: tuple[tuple[int, ...], str, int | None] | N
                      "to halve activations")
     hints.append("release tensors kept across iterations (this test's memory-growth line under --tfperf says "
                  "whether memory climbs)")
-    hints.append("a budget such as @pytest.mark.tfperf(max_peak_tf_bytes=...) to fail before memory runs out")
+    hints.append("a limit such as @pytest.mark.tfperf(max_peak_tf_bytes=...) to fail before memory runs out")
     return hints
 
 

@@ -31,7 +31,7 @@ class Outcome:
     @property
     def label(self) -> str:
         if self.violations:
-            return "OVER BUDGET"
+            return "OVER LIMIT"
         if self.verdict is not None:
             status = str(self.verdict.status)
             if status == "regressed":

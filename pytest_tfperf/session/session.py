@@ -244,8 +244,8 @@ class TfPerfSession:
 
         budgets = budgets_from_marker(options)
         outcome = Outcome(measurement=m, violations=check_budgets(m, budgets))
-        # A budget with nothing to check it against (no GPU for a device budget, say) is said, not skipped silently.
-        outcome.notices += [f"{m.test_id}: budget not checked: {why}" for why in unchecked_budgets(m, budgets)]
+        # A limit with nothing to check it against (no GPU for a device limit, say) is said, not skipped silently.
+        outcome.notices += [f"{m.test_id}: limit not checked: {why}" for why in unchecked_budgets(m, budgets)]
         if options.gate and self.config.gate:
             self.stored_gate.judge(outcome, self._tolerances(options))
         return outcome
@@ -282,7 +282,7 @@ class TfPerfSession:
     def _failure_text(self, o: Outcome) -> str:
         parts = []
         if o.violations:
-            parts.append(f"{o.measurement.test_id}: over budget")
+            parts.append(f"{o.measurement.test_id}: limit crossed")
             parts += [f"  {v.message()}" for v in o.violations]
         if o.verdict is not None and o.verdict.status == "regressed":
             parts.append(o.verdict.failure_message(self.environment().fingerprint, self.refresh_hint(o),

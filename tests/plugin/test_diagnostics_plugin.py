@@ -137,13 +137,13 @@ def test_each_diagnosis_fails_its_own_test_and_lets_the_healthy_ones_pass(pytest
         "*process RSS: *",
     ])
     result.stdout.fnmatch_lines([
-        "*test_input_bound: over budget",
+        "*test_input_bound: limit crossed",
         "*input_bound_fraction: measured *%, limit 10.0%",
         "*diagnosis: highly input-bound: *% of each step waits for data beyond the * ms it takes to hand over an "
         "element already made (*% with it); the dataset alone delivers * elements/s, the step alone *",
     ])
     result.stdout.fnmatch_lines([
-        "*test_leaks: over budget",
+        "*test_leaks: limit crossed",
         "*diagnosis: memory grows by 2??.? KiB per iteration (95% CI *) over * iterations, in * of * rounds "
         "(process RSS)*",
     ])

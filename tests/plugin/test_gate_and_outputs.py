@@ -105,7 +105,7 @@ def test_budgets_fail_only_the_test_that_crosses_them(pytester: pytest.Pytester)
     result = pytester.runpytest_inprocess(*FAST)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "*test_too_slow: over budget*",
+        "*test_too_slow: limit crossed*",
         "*throughput*measured*limit 1,000,000,000,000,000.0 items/s*",
     ])
     result.stdout.fnmatch_lines(["*FAILED*test_too_slow*"])
@@ -308,7 +308,7 @@ def test_a_budget_without_a_figure_is_said_not_skipped(pytester: pytest.Pytester
     )
     result = pytester.runpytest_inprocess(*FAST)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_gpu_budget_on_cpu: budget not checked: max_peak_device_bytes*"])
+    result.stdout.fnmatch_lines(["*test_gpu_budget_on_cpu: limit not checked: max_peak_device_bytes*"])
 
 
 def test_paired_gate_fails_the_slower_variant_against_its_reference(pytester: pytest.Pytester) -> None:

@@ -70,7 +70,7 @@ def test_only_the_retracing_test_fails_and_says_why(session) -> None:  # type: i
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 failed, 3 passed" in proc.stdout
     assert "FAILED test_tf.py::test_retraces" in proc.stdout
-    assert "traces" in proc.stdout.split("test_retraces: over budget", 1)[1].split("\n", 2)[1]
+    assert "traces" in proc.stdout.split("test_retraces: limit crossed", 1)[1].split("\n", 2)[1]
 
 
 def test_known_allocation_is_reported_within_one_percent(session) -> None:  # type: ignore[no-untyped-def]

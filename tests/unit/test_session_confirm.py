@@ -89,7 +89,7 @@ def test_a_budget_still_fails_a_test_whose_regression_is_unconfirmed() -> None:
     o = outcome(violations=(BudgetViolation(metric="throughput", limit=1e9, measured=500.0, unit="items/s"),))
     confirm(session(refuse), o)
     assert str(o.verdict.status) == "unconfirmed"
-    assert o.failed and o.label == "OVER BUDGET"
+    assert o.failed and o.label == "OVER LIMIT"
 
 
 def test_only_a_regression_can_be_unconfirmed() -> None:
