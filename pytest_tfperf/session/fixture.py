@@ -18,7 +18,8 @@ from pytest_tfperf.measuring import runner
 from pytest_tfperf.measuring.workload import RunSettings, Workload, build_measurement, dataset_puller
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import TRACES_EACH, Measurement
-from pytest_tfperf.diagnoses.tracing import TraceCounter, TraceRecorder
+from pytest_tfperf.measuring.trace_count import TraceCounter
+from pytest_tfperf.measuring.trace_recorder import TraceRecorder
 from pytest_tfperf.measuring.watchdog import StallPolicy
 
 
