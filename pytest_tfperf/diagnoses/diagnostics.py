@@ -2,7 +2,7 @@
 
 ``analyse`` reads a ``RawRun`` that completed and returns gateable scalar
 metrics (units in their names) and ``Diagnosis`` records: the input-bound
-figures (``input_bound``), the GPU's busy share (``probes.gpu_busy``) and the
+figures (``input_bound``), the GPU's busy share (``gpu_waits``) and the
 memory growth slope, judged here, and what made a ``tf.function`` trace after
 warm-up (``retracing.retrace_diagnoses``). Why a measurement did not complete is
 ``failures``'. Every summary says what is going on in plain words first, then
@@ -28,8 +28,8 @@ from pytest_tfperf.measuring import memory_growth
 from pytest_tfperf.measuring.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
 from pytest_tfperf.measuring.workload import RawRun
 from pytest_tfperf.diagnoses.retracing import retrace_diagnoses
+from pytest_tfperf.diagnoses import gpu_waits
 from pytest_tfperf.model import TRACES_EACH, Diagnosis, readable_bytes
-from pytest_tfperf.probes import gpu_busy
 
 MEMORY_GROWTH_METRIC = "memory_growth_bytes_per_iteration"
 
@@ -57,7 +57,7 @@ def analyse(raw: RawRun, *, growth_floor_bytes: float = GROWTH_FLOOR_BYTES,
         if restart is not None:
             extras.append((RESTART_METRIC, dict(restart.figures)[RESTART_METRIC]))
             diagnoses.append(restart)
-    gpu_busy.extend_analysis(raw, extras, diagnoses)  # "the GPU waits", beside the input-wait figure above
+    gpu_waits.extend_analysis(raw, extras, diagnoses)  # "the GPU waits", beside the input-wait figure above
     if raw.memory_series:
         growth_extras, growth_diagnosis = memory_growth_diagnosis(raw.memory_series, floor_bytes=growth_floor_bytes)
         extras += growth_extras
