@@ -4,7 +4,7 @@
 metrics (units in their names) and ``Diagnosis`` records: the input-bound
 figures (``input_bound``), the GPU's busy share (``gpu_waits``) and the
 memory growth slope, judged here, and what made a ``tf.function`` trace after
-warm-up (``retracing.retrace_diagnoses``). Why a measurement did not complete is
+warm-up (``retrace_diagnosis.retrace_diagnoses``). Why a measurement did not complete is
 ``failures``'. Every summary says what is going on in plain words first, then
 the numbers. No pytest, no TensorFlow.
 """
@@ -27,7 +27,7 @@ from pytest_tfperf.diagnoses.input_bound import (
 from pytest_tfperf.measuring import memory_growth
 from pytest_tfperf.measuring.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
 from pytest_tfperf.measuring.workload import RawRun
-from pytest_tfperf.diagnoses.retracing import retrace_diagnoses
+from pytest_tfperf.diagnoses.retrace_diagnosis import retrace_diagnoses
 from pytest_tfperf.diagnoses import gpu_waits
 from pytest_tfperf.model import TRACES_EACH, Diagnosis, readable_bytes
 

@@ -9,7 +9,7 @@ when it makes a new concrete function, and never on a call that finds its
 trace in the cache, so the recorder costs nothing on the calls the rounds
 time. Being called while TensorFlow traces, it reads from the tracing frames
 which ``tf.function`` traced and with what arguments, and compares them with
-the function's earlier traces (``diagnoses.retracing.retrace_diagnoses`` words
+the function's earlier traces (``diagnoses.retrace_diagnosis.retrace_diagnoses`` words
 the result). Where a TensorFlow lacks that list the fixture falls back on
 ``TraceCounter``.
 """
