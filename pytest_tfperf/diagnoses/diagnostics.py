@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_tfperf.diagnoses.input_bound import (
+from pytest_tfperf.input_bound.diagnosis import (
     DATASET_ALONE_METRIC,
     INPUT_BOUND_METRIC,
     RESTART_METRIC,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_tfperf.diagnoses.input_bound import INPUT_BOUND_METRIC, MODERATELY_INPUT_BOUND
+from pytest_tfperf.input_bound.diagnosis import INPUT_BOUND_METRIC, MODERATELY_INPUT_BOUND
 from pytest_tfperf.model import Diagnosis, GpuBusy
 
 GPU_WAITS_BELOW = 0.50  # see the module docstring: saturated 98%, starved 11% on an H200

@@ -98,7 +98,7 @@ class TfPerf:
         if step is None:
             workload = Workload(call=pull, items_per_iteration=float(items_per_element))
         else:
-            from pytest_tfperf.diagnoses.pipeline_shape import shape_of
+            from pytest_tfperf.input_bound.pipeline_shape import shape_of
 
             workload = Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element),
                                        restarts=lambda: pull.restarts,
