@@ -182,7 +182,7 @@ def one_process(directory: Path, index: int) -> dict[str, Any]:
 NON_TRACING = r'''
 import json, statistics, time
 import tensorflow as tf
-from pytest_tfperf.diagnoses.tracing import TraceRecorder
+from pytest_tfperf.measuring.trace_recorder import TraceRecorder
 
 @tf.function
 def f(v):

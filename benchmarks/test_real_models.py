@@ -56,7 +56,7 @@ def _figures(m: Any) -> dict[str, Any]:
 
 def _own_trace_counts(w: RealWorkload) -> dict[str, int]:
     """The Keras step functions' own tracing counts, read straight from the tf.functions."""
-    from pytest_tfperf.diagnoses.tracing import keras_step_functions
+    from pytest_tfperf.measuring.trace_count import keras_step_functions
 
     out: dict[str, int] = {}
     for model in w.models:

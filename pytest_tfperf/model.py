@@ -233,11 +233,11 @@ class Diagnosis:
 # How the harness counts a measurement's steady-state traces (``Measurement.trace_counting``), and so what
 # the count grows with, which the trace verdict (compare._judge_traces) scales by:
 # - "between_rounds": the tf.functions a workload reaches are found before and after each round
-#   (runner._timed_round, tracing.TraceCounter). A function that retraces itself is counted on every
+#   (runner._timed_round, trace_count.TraceCounter). A function that retraces itself is counted on every
 #   trace (a count per iteration); one replaced on every call (model.compile() in the loop) is seen once
 #   a round, its predecessors never (a count per round); one that traces a fixed number of times, once
 #   (a count per process). The same workload counts differently with another budget or round count.
-# - "each_trace": every trace is counted as it happens (tracing.TraceRecorder, a callback TensorFlow
+# - "each_trace": every trace is counted as it happens (trace_recorder.TraceRecorder, a callback TensorFlow
 #   calls when it makes a new concrete function; it costs nothing on calls that do not trace). A function
 #   replaced on every call counts once a call like one that retraces itself (a count per iteration); one
 #   that traces a fixed number of times, once (a count per process). Rounds play no part.

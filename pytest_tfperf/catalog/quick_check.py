@@ -20,7 +20,7 @@ from pytest_tfperf.catalog.effects import (
     traces_effect,
 )
 from pytest_tfperf.catalog.scenario import Metric, Scenario
-from pytest_tfperf.diagnoses.tracing import TraceCounter
+from pytest_tfperf.measuring.trace_count import TraceCounter
 
 SEGMENTS = 2
 

@@ -1,1 +1,1 @@
-"""Why a workload is slow or failed: input-bound, memory growth, retracing, NaNs, stalls, out of memory."""
+"""Why a workload is slow or failed: the GPU waiting, memory growth, retracing, NaNs, stalls, out of memory (input-bound: ``input_bound``)."""

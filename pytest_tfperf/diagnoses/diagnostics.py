@@ -2,9 +2,9 @@
 
 ``analyse`` reads a ``RawRun`` that completed and returns gateable scalar
 metrics (units in their names) and ``Diagnosis`` records: the input-bound
-figures (``input_bound``), the GPU's busy share (``probes.gpu_busy``) and the
+figures (``input_bound``), the GPU's busy share (``gpu_waits``) and the
 memory growth slope, judged here, and what made a ``tf.function`` trace after
-warm-up (``tracing.retrace_diagnoses``). Why a measurement did not complete is
+warm-up (``retrace_diagnosis.retrace_diagnoses``). Why a measurement did not complete is
 ``failures``'. Every summary says what is going on in plain words first, then
 the numbers. No pytest, no TensorFlow.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_tfperf.diagnoses.input_bound import (
+from pytest_tfperf.input_bound.diagnosis import (
     DATASET_ALONE_METRIC,
     INPUT_BOUND_METRIC,
     RESTART_METRIC,
@@ -27,9 +27,9 @@ from pytest_tfperf.diagnoses.input_bound import (
 from pytest_tfperf.measuring import memory_growth
 from pytest_tfperf.measuring.memory_growth import GROWTH_FLOOR_BYTES, GrowthFit, MemorySeries
 from pytest_tfperf.measuring.workload import RawRun
-from pytest_tfperf.diagnoses.tracing import retrace_diagnoses
+from pytest_tfperf.diagnoses.retrace_diagnosis import retrace_diagnoses
+from pytest_tfperf.diagnoses import gpu_waits
 from pytest_tfperf.model import TRACES_EACH, Diagnosis, readable_bytes
-from pytest_tfperf.probes import gpu_busy
 
 MEMORY_GROWTH_METRIC = "memory_growth_bytes_per_iteration"
 
@@ -57,7 +57,7 @@ def analyse(raw: RawRun, *, growth_floor_bytes: float = GROWTH_FLOOR_BYTES,
         if restart is not None:
             extras.append((RESTART_METRIC, dict(restart.figures)[RESTART_METRIC]))
             diagnoses.append(restart)
-    gpu_busy.extend_analysis(raw, extras, diagnoses)  # "the GPU waits", beside the input-wait figure above
+    gpu_waits.extend_analysis(raw, extras, diagnoses)  # "the GPU waits", beside the input-wait figure above
     if raw.memory_series:
         growth_extras, growth_diagnosis = memory_growth_diagnosis(raw.memory_series, floor_bytes=growth_floor_bytes)
         extras += growth_extras

@@ -5,8 +5,9 @@ Pure: no pytest, no TensorFlow, no I/O.
 
 from __future__ import annotations
 
-from pytest_tfperf.model import Measurement, MemoryPeak, Timings, same_environment
-from pytest_tfperf.probes import gpu_busy
+from collections.abc import Sequence
+
+from pytest_tfperf.model import GpuBusy, Measurement, MemoryPeak, Timings, same_environment
 
 
 def pool(a: Measurement, b: Measurement) -> Measurement:
@@ -60,9 +61,34 @@ def pool(a: Measurement, b: Measurement) -> Measurement:
         diagnoses=b.diagnoses + tuple(d for d in a.diagnoses if d.kind not in later_kinds),
         extra_metrics=b.extra_metrics + tuple((k, v) for k, v in a.extra_metrics if k not in later_extras),
         environment_id=a.environment_id or b.environment_id,
-        gpu_busy=gpu_busy.pool(a.gpu_busy, b.gpu_busy),
+        gpu_busy=pool_gpu_busy(a.gpu_busy, b.gpu_busy),
         trace_counting=a.trace_counting,
     )
+
+
+def pool_gpu_busy(a: Sequence[GpuBusy], b: Sequence[GpuBusy]) -> tuple[GpuBusy, ...]:
+    """Two measurements' GPU busy figures as one (rounds of ``a`` then ``b``), for ``pool``."""
+    later = {g.device: g for g in b}
+    out: list[GpuBusy] = []
+    for g in a:
+        other = later.pop(g.device, None)
+        if other is None or not other.available:
+            out.append(g)
+        elif not g.available:
+            out.append(other)
+        else:
+            process = g.per_round_process_fraction + other.per_round_process_fraction
+            if not g.per_round_process_fraction or not other.per_round_process_fraction:
+                process = ()  # one side has none: the rounds would no longer line up
+            out.append(GpuBusy(
+                device=g.device,
+                per_round_fraction=g.per_round_fraction + other.per_round_fraction,
+                per_round_process_fraction=process,
+                process_unavailable=g.process_unavailable if not process else None,
+                process_on_gpu=True if True in (g.process_on_gpu, other.process_on_gpu) else g.process_on_gpu,
+                samples=g.samples + other.samples,
+            ))
+    return tuple(out) + tuple(later.values())
 
 
 def _pool_peak(a: MemoryPeak, b: MemoryPeak | None) -> MemoryPeak:

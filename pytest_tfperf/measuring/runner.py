@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pytest_tfperf import stats
 from pytest_tfperf.measuring import memory_growth
-from pytest_tfperf.measuring.input_split import (
+from pytest_tfperf.input_bound.split import (
     DATASET_ALONE,
     STEP_ALONE,
     TOGETHER,

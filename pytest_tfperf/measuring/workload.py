@@ -72,7 +72,7 @@ class Workload:
     # Total tf.function traces so far, over the functions this workload uses.
     trace_total: Callable[[], int] | None = None
     # How ``trace_total`` counts (``model.TRACE_COUNTING_UNITS``), and, where it sees each trace, the
-    # causes of the traces counted between two of its readings (``tracing.TraceRecorder.events``).
+    # causes of the traces counted between two of its readings (``trace_recorder.TraceRecorder.events``).
     trace_counting: str = TRACES_BETWEEN_ROUNDS
     trace_events: Callable[[int, int], tuple[TraceEvent, ...]] | None = None
     # For pull+step workloads. Epoch restarts so far of ``pull`` (a finite

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_tfperf.probes import gpu_busy
-from pytest_tfperf.model import Measurement, MemorySource, readable_duration
+from pytest_tfperf.model import GpuBusy, Measurement, MemorySource, readable_duration
 from pytest_tfperf.gates.verdict import slowdown_text
 
 
@@ -83,7 +82,19 @@ def _has_gpu_figures(rows: Sequence[Row]) -> bool:
 
 
 def _gpu_busy(m: Measurement) -> str:
-    return gpu_busy.short(m.gpu_busy) if m.gpu_busy else "-"
+    return format_gpu_busy(m.gpu_busy) if m.gpu_busy else "-"
+
+
+def format_gpu_busy(gpu_busy: Sequence[GpuBusy]) -> str:
+    """The summary table's cell: ``98%``, ``11% (own 9%)``, ``GPU:0 98%, GPU:1 0%`` or ``n/a``."""
+    parts = []
+    for g in gpu_busy:
+        if g.fraction is None:
+            text = "n/a"
+        else:
+            text = f"{g.fraction:.0%}" + (f" (own {g.process_fraction:.0%})" if g.process_fraction is not None else "")
+        parts.append(text if len(gpu_busy) == 1 else f"{g.device} {text}")
+    return ", ".join(parts) if parts else "n/a"
 
 
 def gpu_properties(m: Measurement) -> list[tuple[str, object]]:

@@ -18,7 +18,8 @@ from pytest_tfperf.measuring import runner
 from pytest_tfperf.measuring.workload import RunSettings, Workload, build_measurement, dataset_puller
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import TRACES_EACH, Measurement
-from pytest_tfperf.diagnoses.tracing import TraceCounter, TraceRecorder
+from pytest_tfperf.measuring.trace_count import TraceCounter
+from pytest_tfperf.measuring.trace_recorder import TraceRecorder
 from pytest_tfperf.measuring.watchdog import StallPolicy
 
 
@@ -97,7 +98,7 @@ class TfPerf:
         if step is None:
             workload = Workload(call=pull, items_per_iteration=float(items_per_element))
         else:
-            from pytest_tfperf.diagnoses.pipeline_shape import shape_of
+            from pytest_tfperf.input_bound.pipeline_shape import shape_of
 
             workload = Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element),
                                        restarts=lambda: pull.restarts,

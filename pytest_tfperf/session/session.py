@@ -230,7 +230,7 @@ class TfPerfSession:
         extras, diagnoses = diagnostics.analyse(raw)
         if workload is not None and diagnostics.input_fired(diagnoses):
             # After the timed rounds, only when the diagnosis fires: which stage sets the pace, measured.
-            from pytest_tfperf.session.input_profile import profile_input
+            from pytest_tfperf.input_bound.profiled_pass import profile_input
 
             stages = profile_input(workload, raw, self.rootdir, test_id, self.input_profiler)
             extras, diagnoses = diagnostics.analyse(raw, stages=stages)

@@ -143,10 +143,10 @@ import itertools
 
 import tensorflow as tf
 
-from pytest_tfperf.diagnoses import tracing
+from pytest_tfperf.measuring import trace_recorder
 
 # A TensorFlow without the tracing callback list: the plugin looks functions up between rounds.
-tracing.TraceRecorder.available = staticmethod(lambda: False)
+trace_recorder.TraceRecorder.available = staticmethod(lambda: False)
 
 
 @tf.function

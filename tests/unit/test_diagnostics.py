@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_tfperf.diagnoses import diagnostics
-from pytest_tfperf.diagnoses.input_bound import back_to_back_per_s, elements_per_s, input_bound
+from pytest_tfperf.input_bound.diagnosis import back_to_back_per_s, elements_per_s, input_bound
 from pytest_tfperf.model import Timings
 from pytest_tfperf.measuring.workload import InputSplit, RawRun
 
@@ -114,7 +114,7 @@ def _split_raw(waits_ms: list[float], step_ms: float, *, restarts: tuple[int, ..
 
 
 def test_epoch_restarts_are_left_out_of_the_figure_and_reported_apart() -> None:
-    from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+    from pytest_tfperf.input_bound.pipeline_shape import PipelineShape
 
     shape = PipelineShape(("tensor_slice", "cache", "shuffle", "parallel_map", "batch", "prefetch"))
     waits = [0.1] * 98 + [113.0, 120.0]  # two restarts among steady pulls
@@ -139,7 +139,7 @@ def test_the_handover_floor_is_subtracted_and_shown() -> None:
 
 
 def test_no_prefetch_advice_for_a_pipeline_that_prefetches() -> None:
-    from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+    from pytest_tfperf.input_bound.pipeline_shape import PipelineShape
 
     prefetching = PipelineShape(("range", "parallel_map", "batch", "prefetch"))
     # the dataset alone (1 ms a batch) is 10x as fast as the step (10 ms): the wait is contention
@@ -161,7 +161,7 @@ def test_no_prefetch_advice_for_a_pipeline_that_prefetches() -> None:
 
 
 def test_a_sequential_unprefetched_pipeline_is_told_both_fixes_and_why_tf_did_not_apply_them() -> None:
-    from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+    from pytest_tfperf.input_bound.pipeline_shape import PipelineShape
 
     raw_mistake = PipelineShape(("range", "map", "batch"), ("map_parallelization", "inject_prefetch"))
     d, _ = input_bound(_split_raw([5.0] * 50, 10.0, dataset_ms=1.0, pipeline=raw_mistake))

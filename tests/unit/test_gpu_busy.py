@@ -12,12 +12,14 @@ import sys
 
 import pytest
 
-from pytest_tfperf.diagnoses import diagnostics
+from pytest_tfperf.diagnoses import diagnostics, gpu_waits
+from pytest_tfperf.gates.pooling import pool_gpu_busy
 from pytest_tfperf.probes import gpu_busy
 from pytest_tfperf.probes import nvml
 from pytest_tfperf.measuring import runner
 from pytest_tfperf.measuring.workload import RawRun, RunSettings, Workload
 from pytest_tfperf.model import GpuBusy
+from pytest_tfperf.reports.report import format_gpu_busy
 from tests.fakes import FakeGpu, make_fake_pynvml
 from tests.helpers import FakeClock, clean_nvml_state  # noqa: F401 - clean_nvml_state: an autouse fixture
 
@@ -113,7 +115,7 @@ def test_nvml_lost_mid_run_makes_the_busy_figure_unavailable_with_the_reason(mon
     [busy] = raw.gpu_busy
     assert not busy.available and "NVMLError_GpuIsLost" in (busy.unavailable or "")
     extras, diagnoses = diagnostics.analyse(raw)
-    assert gpu_busy.GPU_BUSY_METRIC not in dict(extras)
+    assert gpu_waits.GPU_BUSY_METRIC not in dict(extras)
     assert all(d.kind != "gpu_busy" for d in diagnoses)
     probe.close()
 
@@ -183,7 +185,7 @@ def test_busy_figures_stay_out_where_nvml_took_no_reading() -> None:
     extras: list[tuple[str, float]] = []
     diagnoses: list[object] = []
     raw = RawRun(timings=None, memory=(), input_wait_ns=())  # type: ignore[arg-type]
-    gpu_busy.extend_analysis(raw, extras, diagnoses)  # type: ignore[arg-type]
+    gpu_waits.extend_analysis(raw, extras, diagnoses)  # type: ignore[arg-type]
     assert extras == [] and diagnoses == []
 
 
@@ -193,9 +195,9 @@ def test_busy_figures_stay_out_where_nvml_took_no_reading() -> None:
 def test_a_gpu_without_this_process_is_not_the_one_that_waits() -> None:
     mine = GpuBusy("GPU:0", (0.9,), process_on_gpu=True)
     idle_other = GpuBusy("GPU:1", (0.0,), process_on_gpu=False)
-    assert gpu_busy.busiest([idle_other, mine]) is mine
-    assert gpu_busy.diagnose([mine, idle_other]).severity == "info"
-    alone = gpu_busy.diagnose([GpuBusy("GPU:0", (0.05,), process_on_gpu=False)])
+    assert gpu_waits.busiest([idle_other, mine]) is mine
+    assert gpu_waits.diagnose([mine, idle_other]).severity == "info"
+    alone = gpu_waits.diagnose([GpuBusy("GPU:0", (0.05,), process_on_gpu=False)])
     assert alone.severity == "info" and "held no CUDA context" in alone.summary
 
 
@@ -203,14 +205,14 @@ def test_pooling_concatenates_rounds_per_device() -> None:
     a = (GpuBusy("GPU:0", (0.5, 0.6), (0.4, None), process_on_gpu=True, samples=4),)
     b = (GpuBusy("GPU:0", (0.7,), (0.6,), process_on_gpu=None, samples=2),
          GpuBusy("GPU:1", unavailable="lost"))
-    pooled = gpu_busy.pool(a, b)
+    pooled = pool_gpu_busy(a, b)
     assert pooled[0] == GpuBusy("GPU:0", (0.5, 0.6, 0.7), (0.4, None, 0.6), process_on_gpu=True, samples=6)
     assert pooled[1].device == "GPU:1" and not pooled[1].available
 
 
 def test_the_table_cell_shows_the_device_figure_and_this_process_share() -> None:
-    assert gpu_busy.short([GpuBusy("GPU:0", (0.98,), (0.97,))]) == "98% (own 97%)"
-    assert gpu_busy.short([GpuBusy("GPU:0", (0.11,)), GpuBusy("GPU:1", unavailable="x")]) == "GPU:0 11%, GPU:1 n/a"
+    assert format_gpu_busy([GpuBusy("GPU:0", (0.98,), (0.97,))]) == "98% (own 97%)"
+    assert format_gpu_busy([GpuBusy("GPU:0", (0.11,)), GpuBusy("GPU:1", unavailable="x")]) == "GPU:0 11%, GPU:1 n/a"
 
 
 def test_gpu_busy_refuses_fractions_outside_zero_and_one_and_needs_a_figure_or_a_reason() -> None:

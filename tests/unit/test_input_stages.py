@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_tfperf.diagnoses import diagnostics
-from pytest_tfperf.diagnoses.input_bound import ProfiledStages, input_bound
-from pytest_tfperf.diagnoses.input_stages import advice, describe_pace, read_stages
-from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+from pytest_tfperf.input_bound.diagnosis import ProfiledStages, input_bound
+from pytest_tfperf.input_bound.stages import advice, describe_pace, read_stages
+from pytest_tfperf.input_bound.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import InputSplit, RawRun, Workload
 from pytest_tfperf.model import Timings
 from pytest_tfperf.profiling.profile_model import Group, Profile
@@ -226,7 +226,7 @@ def _workload() -> Workload:
 
 
 def test_the_profiled_pass_uses_a_fresh_iterator_and_reads_the_stages(tmp_path) -> None:  # noqa: ANN001
-    from pytest_tfperf.session.input_profile import profile_input
+    from pytest_tfperf.input_bound.profiled_pass import profile_input
 
     seen = {}
 
@@ -247,7 +247,7 @@ def test_the_profiled_pass_uses_a_fresh_iterator_and_reads_the_stages(tmp_path) 
 
 
 def test_profiler_trouble_is_a_note_never_an_error(tmp_path) -> None:  # noqa: ANN001
-    from pytest_tfperf.session.input_profile import profile_input
+    from pytest_tfperf.input_bound.profiled_pass import profile_input
 
     def busy(step, logdir, **kw):  # noqa: ANN001, ANN003, ANN202
         return SimpleNamespace(profile=None, reason="another profiler session is running")

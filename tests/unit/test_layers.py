@@ -23,14 +23,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("profiling", ("pytest_tfperf.profiling",)),
     ("storage", ("pytest_tfperf.storage",)),
     ("probes", ("pytest_tfperf.probes",)),
-    ("measuring", ("pytest_tfperf.measuring",)),
-    ("diagnoses", ("pytest_tfperf.diagnoses",)),
+    # input_bound/ is one feature over three layers: its split measurement here (and the package: the measuring
+    # layer imports it), its diagnosis and stages in diagnoses, its profiled pass in session.
+    ("measuring", ("pytest_tfperf.measuring", "pytest_tfperf.input_bound", "pytest_tfperf.input_bound.split")),
+    ("diagnoses", ("pytest_tfperf.diagnoses", "pytest_tfperf.input_bound.diagnosis", "pytest_tfperf.input_bound.stages",
+                   "pytest_tfperf.input_bound.pipeline_shape")),
     # bisect/ is one feature across layers: the package and its pure search here, each other module by name.
     ("gates", ("pytest_tfperf.gates", "pytest_tfperf.bisect", "pytest_tfperf.bisect.search")),
     ("reports", ("pytest_tfperf.reports", "pytest_tfperf.bisect.report_text")),
     # explain/ is the session's --tfperf-explain step (profiling/ is its lower layer).
     ("session", ("pytest_tfperf.session", "pytest_tfperf.explain", "pytest_tfperf.bisect.steps",
-                 "pytest_tfperf.bisect.select_plugin")),
+                 "pytest_tfperf.bisect.select_plugin", "pytest_tfperf.input_bound.profiled_pass")),
     # No library module imports a command-line one.
     ("cli", ("pytest_tfperf.cli", "pytest_tfperf.bisect.cli")),
     # Where users come in: the pytest plugin, and the documented paths kept at the top.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape, shape_of
+from pytest_tfperf.input_bound.pipeline_shape import PipelineShape, shape_of
 
 
 def _node(cls_name: str, parent: object | None = None, **off: bool) -> object:

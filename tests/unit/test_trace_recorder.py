@@ -10,7 +10,8 @@ import gc
 
 import pytest
 
-from pytest_tfperf.diagnoses.tracing import TraceRecorder, retrace_diagnoses
+from pytest_tfperf.diagnoses.retrace_diagnosis import retrace_diagnoses
+from pytest_tfperf.measuring.trace_recorder import TraceRecorder
 from pytest_tfperf.model import TraceEvent
 
 

@@ -22,7 +22,7 @@ from pytest_tfperf.gates.verdict import Tolerances
 from pytest_tfperf.model import Measurement, Timings
 from pytest_tfperf.storage.fields import Field
 from pytest_tfperf.storage.serialization import measurement_from_dict, measurement_to_dict
-from pytest_tfperf.diagnoses.tracing import TraceCounter
+from pytest_tfperf.measuring.trace_count import TraceCounter
 from pytest_tfperf.gates.verdict import MetricVerdict, Status
 from tests.helpers import FakeClock
 

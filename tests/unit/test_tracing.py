@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 
-from pytest_tfperf.diagnoses.tracing import TraceCounter, find_traced_functions, keras_step_functions
+from pytest_tfperf.measuring.trace_count import TraceCounter, find_traced_functions, keras_step_functions
 
 
 class FakeTfFunction:

@@ -7,7 +7,7 @@ slower than unprofiled), the whole pass (warm-up, windows, stopping the
 profiler, reading the profile) at most as long as the timed rounds it
 follows: a calibration session sizes the windows (``profiling.profile_budget``). The raw profile stays under
 ``<rootdir>/.tfperf/profiles/<test>/input/`` for ``tensorboard --logdir``.
-``diagnoses.input_stages`` reads which stage set the pace. Trouble with the
+``input_bound.stages`` reads which stage set the pace. Trouble with the
 profiler (another session running, a TensorFlow without it) gives a one-line
 note instead, and the diagnosis falls back to the pipeline's shape.
 """
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_tfperf.diagnoses.input_bound import ProfiledStages
-from pytest_tfperf.diagnoses.input_stages import read_stages
-from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+from pytest_tfperf.input_bound.diagnosis import ProfiledStages
+from pytest_tfperf.input_bound.stages import read_stages
+from pytest_tfperf.input_bound.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import RawRun, Workload
 from pytest_tfperf.explain.explanation import profile_dir, rounds_seconds
 

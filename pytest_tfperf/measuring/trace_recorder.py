@@ -1,35 +1,17 @@
-"""Count tf.function traces, so that retracing shows up as a number.
+"""Record every tf.function trace as it happens, with what made it trace.
 
-TensorFlow's own retracing warning is rate-limited (about twice per function
-per process), so counting log records misses most retraces. Instead we find the
-``tf.function`` objects a workload uses and read
-``experimental_get_tracing_count()`` before and after each phase.
-
-Found automatically: the workload itself, its positional and keyword
-arguments, the functions its closure and globals reference by name (one level
-deep), and Keras models' compiled train/test/predict functions. Users can name
-more through ``tfperf(..., functions=[...])``.
-
-Keras 3 hides its ``tf.function`` one level further than tf.keras did:
-``model.train_function`` is a plain Python function whose closure holds
-``multi_step_on_iterator`` (a ``tf.function``, used by ``fit``/``evaluate``)
-and a ``functools.wraps`` wrapper whose closure holds ``one_step_on_data``
-(the ``tf.function`` that ``train_on_batch`` and every step run). So a
-model's compiled functions are walked through closures, ``__wrapped__`` and a
-``tf.function``'s own Python function, a few levels deep, where the general
-search stops at one.
-
-That search sees only the functions a workload still reaches when it looks:
-one built anew inside the step is gone by then. ``TraceRecorder`` sees every
-trace instead, as it happens: TensorFlow calls each function in
-``transform.CONCRETE_FUNCTION_CALLBACKS`` (the list its debugger,
-``tf.debugging.experimental.enable_dump_debug_info``, registers in) when it
-makes a new concrete function, and never on a call that finds its trace in
-the cache, so the recorder costs nothing on the calls the rounds time. Being
-called while TensorFlow traces, it reads from the tracing frames which
-``tf.function`` traced and with what arguments, and compares them with the
-function's earlier traces (``retrace_diagnoses`` words the result). Where a
-TensorFlow lacks that list the fixture falls back on ``TraceCounter``.
+``trace_count.TraceCounter`` sees only the functions a workload still reaches
+when it looks: one built anew inside the step is gone by then.
+``TraceRecorder`` sees every trace instead, as it happens: TensorFlow calls
+each function in ``transform.CONCRETE_FUNCTION_CALLBACKS`` (the list its
+debugger, ``tf.debugging.experimental.enable_dump_debug_info``, registers in)
+when it makes a new concrete function, and never on a call that finds its
+trace in the cache, so the recorder costs nothing on the calls the rounds
+time. Being called while TensorFlow traces, it reads from the tracing frames
+which ``tf.function`` traced and with what arguments, and compares them with
+the function's earlier traces (``diagnoses.retrace_diagnosis.retrace_diagnoses`` words
+the result). Where a TensorFlow lacks that list the fixture falls back on
+``TraceCounter``.
 """
 
 from __future__ import annotations
@@ -40,169 +22,10 @@ import os
 import sys
 import threading
 import types
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from pytest_tfperf.model import Diagnosis, TraceEvent
+from pytest_tfperf.model import TraceEvent
 
-KERAS_FUNCTION_ATTRS = ("train_function", "test_function", "predict_function")
-# model.train_function -> wrapper -> one_step_on_data is two hops in Keras 3.15;
-# a tf.function's own Python function sits behind autograph's do_not_convert
-# wrapper, two more. Six leaves room for a wrapper a later Keras adds.
-KERAS_DEPTH = 6
-
-
-def _is_traced_function(obj: object) -> bool:
-    return callable(getattr(obj, "experimental_get_tracing_count", None))
-
-
-def _closure_contents(fn: types.FunctionType) -> Iterator[object]:
-    for cell in fn.__closure__ or ():
-        try:
-            yield cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-
-
-def keras_step_functions(model: object, depth: int = KERAS_DEPTH) -> list[object]:
-    """The tf.functions behind a Keras model's compiled train/test/predict functions (Keras 2 and 3)."""
-    found: dict[int, object] = {}
-    # Depth left when each object was walked: an object first reached at the
-    # end of a long path is walked again when a shorter path reaches it.
-    seen: dict[int, int] = {id(model): depth + 1}  # closures hold the model itself: never walk back into it
-
-    def walk(obj: object, left: int) -> None:
-        if seen.get(id(obj), -1) >= left:
-            return
-        seen[id(obj)] = left
-        if _is_traced_function(obj):
-            found.setdefault(id(obj), obj)
-            # A tf.function may call other tf.functions that trace with it
-            # (predict_function's one_step_on_data under jit_compile).
-            inner = getattr(obj, "python_function", None)
-            if inner is not None and left > 0:
-                walk(inner, left - 1)
-            return
-        if left <= 0:
-            return
-        wrapped = getattr(obj, "__wrapped__", None)
-        if wrapped is not None:
-            walk(wrapped, left - 1)
-        if isinstance(obj, types.FunctionType):
-            for value in _closure_contents(obj):
-                # Only functions lead to step functions; the rest of a closure
-                # (the model, its strategy, optimizers) is not searched.
-                if callable(value) and not isinstance(value, type):
-                    walk(value, left - 1)
-
-    for attr in KERAS_FUNCTION_ATTRS:
-        fn = getattr(model, attr, None) if not isinstance(model, type) else None
-        if fn is not None:
-            walk(fn, depth)
-    return list(found.values())
-
-
-def _is_keras_model(obj: object) -> bool:
-    if isinstance(obj, type):
-        return False
-    try:
-        return any(attr in vars(obj) for attr in KERAS_FUNCTION_ATTRS)
-    except TypeError:  # no __dict__
-        return False
-
-
-def _candidates(obj: object, depth: int) -> Iterable[object]:
-    yield obj
-    if depth <= 0:
-        return
-    owner = getattr(obj, "__self__", None)  # a bound method: look at its object too
-    if owner is not None:
-        yield from _candidates(owner, depth - 1)
-    if _is_keras_model(obj):
-        yield from keras_step_functions(obj)
-    code_owner: Any = obj
-    if isinstance(obj, types.MethodType):
-        code_owner = obj.__func__
-    if isinstance(code_owner, types.FunctionType):
-        for value in _closure_contents(code_owner):
-            yield from _candidates(value, depth - 1)
-        glb = code_owner.__globals__
-        for name in code_owner.__code__.co_names:
-            if name in glb:
-                yield from _candidates(glb[name], depth - 1)
-
-
-def find_traced_functions(roots: Iterable[object], depth: int = 2) -> list[object]:
-    """The distinct tf.function objects reachable from ``roots``."""
-    seen: dict[int, object] = {}
-    for root in roots:
-        for obj in _candidates(root, depth):
-            if _is_traced_function(obj) and id(obj) not in seen:
-                seen[id(obj)] = obj
-    return list(seen.values())
-
-
-class TraceCounter:
-    """Sums trace counts over a growing set of tf.functions.
-
-    Keras builds ``train_function`` during the first call, so the set is
-    re-discovered after warm-up; a function first seen then counts all its
-    traces as warm-up traces. Keras builds a new one after ``compile()``: one
-    first seen in the steady state counts its traces as steady-state traces,
-    which is what recompiling in a loop costs. The runner refreshes between
-    rounds, so a model recompiled on every call is seen once a round: its
-    steady count is at least the number of rounds, not of calls (the catalog's
-    quick check refreshes after every call and counts each one).
-
-    Functions are held by weak reference, with their count as last read: a
-    strong one would keep every recompiled model's graphs alive, a memory
-    leak of the plugin's own making (about 600 KiB per recompile measured).
-    A function that is gone keeps counting its last-read traces.
-    """
-
-    def __init__(self, roots: Callable[[], Iterable[object]]) -> None:
-        self._roots = roots
-        self._functions: dict[int, tuple[Callable[[], object | None], int]] = {}
-
-    def refresh(self) -> None:
-        for fn in find_traced_functions(self._roots()):
-            entry = self._functions.get(id(fn))
-            if entry is not None and entry[0]() is fn:
-                continue
-            self._functions[id(fn)] = (_reference(fn), self._count(fn, 0))
-            # (an id reused by a new object after the old one died starts a new entry;
-            # the old one's traces are kept under a key no live object can take)
-            if entry is not None:
-                self._functions[-len(self._functions)] = (lambda: None, entry[1])
-
-    @staticmethod
-    def _count(fn: object | None, last: int) -> int:
-        if fn is None:
-            return last
-        return int(fn.experimental_get_tracing_count())  # type: ignore[attr-defined]
-
-    def total(self) -> int:
-        total = 0
-        for key, (ref, last) in list(self._functions.items()):
-            count = self._count(ref(), last)
-            self._functions[key] = (ref, count)
-            total += count
-        return total
-
-    @property
-    def functions(self) -> tuple[object, ...]:
-        return tuple(f for f in (ref() for ref, _ in self._functions.values()) if f is not None)
-
-
-def _reference(obj: object) -> Callable[[], object | None]:
-    try:
-        return weakref.ref(obj)
-    except TypeError:  # not weakly referenceable: hold it (a plain object costs nothing)
-        return lambda: obj
-
-
-# -- every trace, as it happens ---------------------------------------------------------------------------
 
 # Traces of TensorFlow's own machinery, not of a user's tf.function: tf.data traces the functions of a
 # pipeline when the pipeline is built (model.fit on NumPy arrays builds one per call), and a tf.function
@@ -484,74 +307,3 @@ def _changed(differences: Sequence[str]) -> str:
             "Python value" if rest.startswith("Python value") else "type")
         keys.append(f"{head}: {aspect}" if rest else head)
     return ", ".join(keys)
-
-
-# -- the retracing diagnosis ------------------------------------------------------------------------------
-
-def retrace_diagnoses(events: Sequence[TraceEvent], traces_steady: int | None, iterations: int, *,
-                      causes_known: bool) -> tuple[Diagnosis, ...]:
-    """One ``retracing`` warning per function and cause that traced after warm-up; none without such traces."""
-    if not traces_steady:
-        return ()
-    per_iteration = traces_steady / iterations if iterations > 0 else float(traces_steady)
-    if not causes_known:
-        return (Diagnosis(
-            kind="retracing", severity="warning",
-            summary=(f"retracing: {_times(traces_steady)} after warm-up ({per_iteration:.2f} per iteration); "
-                     "which tf.function and why is not known: this TensorFlow has no tracing callback "
-                     "(transform.CONCRETE_FUNCTION_CALLBACKS), so traces were counted between rounds"),
-            figures=(("traces", float(traces_steady)), ("traces_per_iteration", per_iteration))),)
-    groups: dict[tuple[str, str, str, str], list[TraceEvent]] = {}
-    for e in events:
-        groups.setdefault((e.function, e.location, e.cause, e.changed), []).append(e)
-    out = []
-    for (function, location, cause, changed), group in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        n = len(group)
-        where = "an unknown tf.function" if function == "?" else f"`{function}` ({location})"
-        out.append(Diagnosis(
-            kind="retracing", severity="warning",
-            summary=f"retracing: {where} traced {_times(n)} after warm-up: {_why(cause, changed, group)}",
-            figures=(("traces", float(n)), ("traces_per_iteration", n / iterations if iterations > 0 else float(n)))))
-    unkept = traces_steady - len(events)
-    if unkept > 0:
-        out.append(Diagnosis(
-            kind="retracing", severity="warning",
-            summary=(f"retracing: {_times(unkept)} more after warm-up whose cause was not kept "
-                     f"(the first {MAX_EVENTS} a measurement are)"),
-            figures=(("traces", float(unkept)),)))
-    return tuple(out)
-
-
-def _times(n: int) -> str:
-    return "once" if n == 1 else f"{n} times"
-
-
-def _why(cause: str, changed: str, group: Sequence[TraceEvent]) -> str:
-    example = next((e.detail for e in group if e.detail), "")
-    if cause == "arguments":
-        first = f" ({example}{', the first of them' if len(group) > 1 else ''})" if example else ""
-        if "Python value" in changed:
-            fix = ("a Python number or string is part of the trace key: pass it as a tensor (tf.constant) "
-                   "or fix it, so that one trace serves every value")
-        elif "shape" in changed and "reduce_retracing traced it" in example:
-            fix = ("reduce_retracing made this trace general, so shapes like it reuse it; an input_signature "
-                   "with None in the dimension that varies avoids even this trace")
-        elif "shape" in changed:
-            fix = ("give the tf.function an input_signature with None in the dimension that varies, or "
-                   "reduce_retracing=True, or keep the shapes fixed (pad or bucket them)")
-        elif "dtype" in changed:
-            fix = "cast the argument to one dtype before the call"
-        else:
-            fix = "keep the arguments' types the same from call to call"
-        return f"an argument changed{first}; {fix}"
-    if cause == "new_function":
-        keras = "keras" in group[0].location.split(os.sep)[0].lower()
-        fix = ("Keras makes a new step function on model.compile() or make_train_function(force=True): "
-               "compile once, outside the loop" if keras else
-               "build the tf.function once, outside the step, and call that one")
-        return f"a new tf.function object around the same Python function each time, so it traces anew; {fix}"
-    if cause == "first_call":
-        return "its first call came after warm-up (a function made during the measurement)"
-    if cause == "context":
-        return f"{example or 'the same arguments'}, traced again for another context (device, graph or captures)"
-    return "TensorFlow did not expose which tf.function traced or why"

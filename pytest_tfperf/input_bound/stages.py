@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+from pytest_tfperf.input_bound.pipeline_shape import PipelineShape
 from pytest_tfperf.profiling.profile_model import Group, Profile
 
 # Stage names as TensorFlow spells them in the profile, their Parallel/V2 spelling dropped (profiling.names).

@@ -1,10 +1,10 @@
 """Is a pipeline input-bound? The share of each step spent waiting for data, and epoch restarts.
 
 A dataset feeding a step is measured together, and, where it can be, as the
-dataset alone and the step alone (``measuring.input_split``); this module
+dataset alone and the step alone (``input_bound.split``); this module
 reads those figures and says, in the profiler's words, whether the step waits
 for its input. What to change comes from a profiled pass of the pipeline when
-there is one (``input_stages``: the stage that sets the pace, measured, and the
+there is one (``stages``: the stage that sets the pace, measured, and the
 remedy for that stage); without one, from the pipeline's transformations, and
 never advice that TensorFlow already applies by default. No pytest, no TensorFlow.
 """
@@ -15,8 +15,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from pytest_tfperf.diagnoses.input_stages import StageReading, advice, describe_pace
-from pytest_tfperf.diagnoses.pipeline_shape import PipelineShape
+from pytest_tfperf.input_bound.stages import StageReading, advice, describe_pace
+from pytest_tfperf.input_bound.pipeline_shape import PipelineShape
 from pytest_tfperf.measuring.workload import RawRun
 from pytest_tfperf.model import Diagnosis, Timings
 

@@ -1,0 +1,1 @@
+"""The input-bound diagnosis, one feature over three layers: ``split`` measures (measuring layer), ``diagnosis``, ``stages`` and ``pipeline_shape`` judge (diagnoses), ``profiled_pass`` profiles the pipeline when the diagnosis fires (session)."""
