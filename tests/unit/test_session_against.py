@@ -249,3 +249,37 @@ def test_a_second_look_needs_a_fresh_pair_to_look_at() -> None:
     s = session()
     assert against.confirm(s, TEST_ID, RunSettings(rounds=2), fresh=False) == (None, "no fresh pair to look at again")
     assert s._partner.restarts == 0  # type: ignore[attr-defined]
+
+
+FASTER = measurement([0.8] * 20)  # 25% faster in every round: "improved" beyond doubt
+
+
+def test_an_improvement_is_said_only_when_two_fresh_processes_read_one_too() -> None:
+    s = session()
+    assert str(s._evaluate_against(FASTER, THEIRS, MarkerOptions()).verdict.status) == "improved"
+    s._confirm_against = lambda *a: ((measurement([0.82] * 20), THEIRS), None)  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": FASTER}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert str(outcome.verdict.status) == "improved"
+    assert outcome.notices[-1].startswith(f"{TEST_ID}: improvement confirmed in two fresh processes, one of each "
+                                          "version, taking turns: throughput:")
+
+
+def test_an_improvement_the_fresh_pair_does_not_see_reports_the_fresh_pair() -> None:
+    s = session()
+    fresh = measurement([1.0] * 20)
+    s._confirm_against = lambda *a: ((fresh, THEIRS), None)  # type: ignore[method-assign]
+    measured = {"": FASTER}
+    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert str(outcome.verdict.status) == "unchanged" and measured[""] is fresh
+    assert outcome.notices[0].startswith(f"{TEST_ID}: improvement not confirmed: this process read throughput:")
+
+
+def test_a_regression_read_by_the_pair_that_did_not_confirm_an_improvement_is_itself_confirmed() -> None:
+    s = session()
+    pairs = iter([(measurement([1.2] * 20), THEIRS), (measurement([1.0] * 20), THEIRS)])
+    s._confirm_against = lambda *a: (next(pairs), None)  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": FASTER}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    # The improvement's fresh pair read a regression; a second fresh pair did not: one pair's word, not a failure.
+    assert str(outcome.verdict.status) == "unchanged"
+    assert outcome.notices[0].startswith(f"{TEST_ID}: improvement not confirmed")
+    assert "not confirmed: this process read throughput" in outcome.notices[1]
