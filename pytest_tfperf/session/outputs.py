@@ -245,8 +245,7 @@ def _write_html(s: FinishedSession, written: list[str]) -> None:
 def _write_markdown(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.reports import report
 
-    explanations = [o.explanation.headline if getattr(o, "explanation", None) is not None else None
-                    for o in s.outcomes]
+    explanations = [o.explanation.headline if o.explanation is not None else None for o in s.outcomes]
     lines = report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations,
                                     stored_gate=stored_gate_notes(s).lines)
     against = [f"> {line}" for line in against_lines(s.config, found=True)]
