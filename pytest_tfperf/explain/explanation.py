@@ -114,7 +114,7 @@ def rounds_seconds(timings: Timings) -> float:
     return total * measured / len(timings.samples_ns) if measured > len(timings.samples_ns) else total
 
 
-def _budget(rounds_s: float | None) -> dict[str, Any]:
+def _budget(rounds_s: float | None) -> dict[str, Any]:  # keyword arguments: a float and an int
     """The profiler's keyword arguments for a pass bounded by ``rounds_s`` (none without a bound)."""
     if rounds_s is None or not math.isfinite(rounds_s) or rounds_s <= 0:
         return {}
