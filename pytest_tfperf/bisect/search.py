@@ -244,9 +244,12 @@ def bisect(commits: Sequence[Commit], judge: Callable[[Commit], Judgement], *,
             on_step(step)
         return judgement
 
-    def result(outcome: Outcome, **kw: Any) -> BisectResult:
+    def result(outcome: Outcome, *, first_bad: Commit | None = None, verdict: Judgement | None = None,
+               candidates: tuple[Commit, ...] = (), further: tuple[Further, ...] = (), reason: str = "",
+               notes: tuple[str, ...] = ()) -> BisectResult:
         return BisectResult(outcome=outcome, commits=len(commits), planned_steps=planned, steps=tuple(steps),
-                            elapsed_s=clock() - start, **kw)
+                            elapsed_s=clock() - start, first_bad=first_bad, verdict=verdict, candidates=candidates,
+                            further=further, reason=reason, notes=notes)
 
     last = len(commits) - 1
     first = run(last)

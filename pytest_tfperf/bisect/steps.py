@@ -202,7 +202,7 @@ def why_not_collected(output: str) -> str:
 
 
 def _test_change(test_id: str, verdict: Mapping[str, object]) -> PairedChange:
-    metrics = [m for m in verdict.get("metrics", []) if isinstance(m, Mapping)]  # type: ignore[union-attr]
+    metrics = [m for m in verdict.get("metrics", []) if isinstance(m, Mapping)]  # type: ignore[attr-defined,union-attr]
     throughput = next((m for m in metrics if m.get("metric") == "throughput"), None)
     regressed = next((m for m in metrics if m.get("status") == "regressed"), None)
     shown = regressed or throughput or {}
@@ -403,7 +403,10 @@ def rerun_command(first_bad: Commit, tests: Sequence[str], pytest_args: Sequence
 
 
 def _without_logdirs(value: Any) -> Any:
-    """The explanation object with the raw profiles' folders emptied: they were in the removed worktrees."""
+    """The explanation object with the raw profiles' folders emptied: they were in the removed worktrees.
+
+    ``value`` is any JSON value of that object, and comes back as the same kind.
+    """
     if isinstance(value, Mapping):
         return {k: (None if k.endswith("logdir") else _without_logdirs(v)) for k, v in value.items()}
     if isinstance(value, list):

@@ -28,10 +28,17 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_tfperf.measuring.workload import Workload
+from pytest_tfperf.model import Timings
 from pytest_tfperf.profiling.profile_model import Profile
+
+if TYPE_CHECKING:  # annotations only: the profiler's modules load when a pass runs
+    from pytest_tfperf.gates.baseline_runs import BaselineRuns
+    from pytest_tfperf.gates.verdict import MetricVerdict, Verdict
+    from pytest_tfperf.profiling.capture import ProfileOutcome
+    from pytest_tfperf.profiling.memory_profile import MemoryProfile
 
 PROFILES_DIR = ".tfperf/profiles"
 WINDOWS = 5
@@ -48,9 +55,11 @@ NO_STORED_PROFILE = ("no explanation: the baseline holds no profile (refreshed w
 REFRESH_FOR_PROFILE = "refresh it with --tfperf-update"
 
 # profile_step's signature (step, logdir, *, name, windows, iterations) -> ProfileOutcome; injected in tests.
-Profiler = Callable[..., Any]
+# Its keyword arguments are not spelled out: a Callable type cannot name them. Quoted: ProfileOutcome is not
+# imported at run time.
+Profiler = Callable[..., "ProfileOutcome"]
 # profile_steps' signature (steps by side, logdir, *, windows, iterations by side) -> outcomes by side.
-PairProfiler = Callable[..., Any]
+PairProfiler = Callable[..., Mapping[str, "ProfileOutcome"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +73,8 @@ class Explanation:
     cost: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out = dict(self.attribution) if self.attribution is not None else {"lines": list(self.lines),
-                                                                          "reason": self.reason}
+        out: dict[str, Any] = dict(self.attribution) if self.attribution is not None else {
+            "lines": list(self.lines), "reason": self.reason}
         if self.cost:
             out["cost"] = list(self.cost)
         return out
@@ -97,7 +106,7 @@ def one_iteration(workload: Workload) -> Callable[[], object]:
     return workload.call
 
 
-def rounds_seconds(timings: Any) -> float:
+def rounds_seconds(timings: Timings) -> float:
     """The measured rounds' time of a ``Timings``: its iterations' times summed (scaled up when the samples are
     a stored subsample of more iterations). What a profiled pass explaining them may take at most."""
     total = sum(timings.samples_ns) / 1e9
@@ -105,7 +114,7 @@ def rounds_seconds(timings: Any) -> float:
     return total * measured / len(timings.samples_ns) if measured > len(timings.samples_ns) else total
 
 
-def _budget(rounds_s: float | None) -> dict[str, Any]:
+def _budget(rounds_s: float | None) -> dict[str, Any]:  # keyword arguments: a float and an int
     """The profiler's keyword arguments for a pass bounded by ``rounds_s`` (none without a bound)."""
     if rounds_s is None or not math.isfinite(rounds_s) or rounds_s <= 0:
         return {}
@@ -119,7 +128,7 @@ def iterations_for(median_s: float, budget_s: float, windows: int = WINDOWS) -> 
     return max(1, min(MAX_ITERATIONS, int(budget_s / 2 / windows / median_s)))
 
 
-def over_budget(outcome: Any, budget_s: float | None, what: str) -> str | None:
+def over_budget(outcome: ProfileOutcome, budget_s: float | None, what: str) -> str | None:
     """One line when a profiled pass took longer than its budget (``budget_s``, the measured rounds it explains),
     or when even its smallest plan did not fit in it; None within it or without a budget."""
     if budget_s is None or not math.isfinite(budget_s) or budget_s <= 0:
@@ -129,7 +138,7 @@ def over_budget(outcome: Any, budget_s: float | None, what: str) -> str | None:
     too_small = plan is not None and not getattr(plan, "fits", True)
     if seconds <= budget_s and not too_small:
         return None
-    why = (f"even {plan.windows} windows of one iteration did not fit" if too_small
+    why = (f"even {plan.windows} windows of one iteration did not fit" if plan is not None and too_small
            else "the machine ran slower than its calibration found")
     return (f"cost: {what} took {seconds:.1f} s, over its budget of {budget_s:.1f} s (the measured rounds' "
             f"time): {why}")
@@ -142,7 +151,9 @@ def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: st
     (the side's measured rounds), ``iterations`` per window at most. A pass over that budget adds its line
     (``over_budget``) to ``cost``."""
     if profiler is None:
-        from pytest_tfperf.profiling.capture import profile_step as profiler
+        from pytest_tfperf.profiling.capture import profile_step
+
+        profiler = profile_step
     logdir = profile_dir(rootdir, test_id, side)
     shutil.rmtree(logdir, ignore_errors=True)  # the folder holds this run's profile only
     try:
@@ -217,7 +228,9 @@ def _explain_interleaved(test_id: str, reference: Workload, variant: Workload, m
                          budget_s: float, rootdir: str | Path, pair_profiler: PairProfiler | None,
                          rounds_s: float | None = None) -> Explanation:
     if pair_profiler is None:
-        from pytest_tfperf.profiling.capture import profile_steps as pair_profiler
+        from pytest_tfperf.profiling.capture import profile_steps
+
+        pair_profiler = profile_steps
     # each side's windows a quarter of the budget: both sides' together take half, as one side's did alone
     iterations = {"reference": iterations_for(median_s, budget_s / 2, PAIR_WINDOWS),
                   "variant": iterations_for(median_s + measured_s, budget_s / 2, PAIR_WINDOWS)}
@@ -263,7 +276,7 @@ def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workl
                                            test_id, commit))
 
 
-def baseline_commit(runs: Any) -> str:
+def baseline_commit(runs: BaselineRuns) -> str:
     """The commit a stored baseline was refreshed at (its first run's that says), or "" (``BaselineRuns``)."""
     for run in getattr(runs, "runs", ()) or ():
         if getattr(run, "git_commit", ""):
@@ -345,8 +358,8 @@ class MemoryExplained(Explanation):
     memory: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = dict(self.attribution) if self.attribution is not None else {"lines": list(self.lines),
-                                                                          "reason": self.reason}
+        out: dict[str, Any] = dict(self.attribution) if self.attribution is not None else {
+            "lines": list(self.lines), "reason": self.reason}
         if self.memory is not None:
             out["memory"] = dict(self.memory)
         return out
@@ -363,7 +376,7 @@ class MemoryExplained(Explanation):
         return f"{top['label']} {top['how']} {top['delta_bytes'] / 2**20:+.2f} MiB at the TF allocator's peak"
 
 
-def regressed_tf_memory(verdict: Any) -> Any:
+def regressed_tf_memory(verdict: Verdict | None) -> MetricVerdict | None:
     """The TF-allocator peak verdict that regressed (a ``MetricVerdict``), or None."""
     for m in getattr(verdict, "metrics", ()) or ():
         if m.metric.startswith(TF_ALLOCATOR_METRIC) and str(m.status) == "regressed":
@@ -397,6 +410,7 @@ def explain_memory(base_logdir: str | Path | None, current_logdir: str | Path | 
 
     if why_not is not None or (base_logdir is None and stored is None) or current_logdir is None:
         return none(why_not or "no profile")
+    base: MemoryProfile | None
     if stored is not None:
         try:
             base = memory_from_dict(stored, None if base_logdir is None else str(base_logdir))

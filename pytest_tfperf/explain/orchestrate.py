@@ -11,15 +11,16 @@ a ``compare()`` reference's, or a stored baseline's profile.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pytest_tfperf.measuring.workload import RunSettings, Workload
 from pytest_tfperf.model import Measurement
 
 if TYPE_CHECKING:
     from pytest_tfperf.config import SessionConfig
-    from pytest_tfperf.explain.explanation import Explanation
+    from pytest_tfperf.explain.explanation import Explanation, Profiler
     from pytest_tfperf.session.outcome import Outcome
+    from pytest_tfperf.session.partner import Partner
 
 
 class ExplainingSession(Protocol):
@@ -28,13 +29,13 @@ class ExplainingSession(Protocol):
 
     config: SessionConfig
     rootdir: str
-    profiler: Any  # profiling.capture.profile_step, or a fake in tests
-    profiles: dict[str, dict[str, Any]]  # test id -> compact profile, for the refreshed baselines
+    profiler: Profiler | None  # None: profiling.capture.profile_step; a fake in tests
+    profiles: dict[str, dict[str, Any]]  # test id -> compact profile (JSON), for the refreshed baselines
 
 
 def explain_outcomes(session: ExplainingSession, workloads: dict[str, Workload], measured: dict[str, Measurement],
                      outcomes: dict[str, Outcome], reference: str | None, settings: RunSettings, *,
-                     against: bool, partner: Any = None) -> None:
+                     against: bool, partner: Partner | None = None) -> None:
     """Explanations (on unless --no-tfperf-explain), after the timed rounds (never in them).
 
     A refresh profiles each test and keeps the profile (and its allocations by op) for its baseline. A failed
@@ -82,7 +83,7 @@ def _profile_baselines(session: ExplainingSession, workloads: dict[str, Workload
 
 def _explain_time(session: ExplainingSession, o: Outcome, name: str, workloads: dict[str, Workload],
                   measured: dict[str, Measurement], reference: str | None, settings: RunSettings, *,
-                  against: bool, partner: Any) -> Explanation | None:
+                  against: bool, partner: Partner | None) -> Explanation | None:
     """A verdict's time explained by the passes its rule calls for: beside the partner, beside a compare()
     reference, or against a stored baseline's profile; None for a verdict with none of these."""
     from pytest_tfperf.explain.explanation import baseline_commit, explain_pair, explain_stored, rounds_seconds
@@ -121,7 +122,7 @@ def store_memory(session: ExplainingSession, measured: dict[str, Measurement]) -
 
 def explain_memory_outcome(session: ExplainingSession, o: Outcome, name: str, workloads: dict[str, Workload],
                            measured: dict[str, Measurement], reference: str | None, settings: RunSettings, *,
-                           against: bool, partner: Any = None) -> None:
+                           against: bool, partner: Partner | None = None) -> None:
     """A TF-allocator peak that regressed: the allocations by op of both sides' raw profiles (taken for the
     time's explanation, or now: then the time's lines are not shown), the added peak's change split over the
     ops that moved. A stored baseline's side is the allocations its refresh stored (``store_memory``)."""
@@ -134,9 +135,11 @@ def explain_memory_outcome(session: ExplainingSession, o: Outcome, name: str, wo
         return
     device = tf_allocator_device(metric.metric)  # the allocator of the device whose peak regressed
     test_id = o.measurement.test_id
+    assert metric.current_value is not None and metric.baseline_value is not None  # a regression compared both
     change = float(metric.current_value - metric.baseline_value)
     time = o.explanation
-    stored = o.stored_profile.get("memory") if isinstance(o.stored_profile, dict) else None
+    stored_profile = o.stored_profile if isinstance(o.stored_profile, dict) else None
+    stored = stored_profile.get("memory") if stored_profile is not None else None
     paired = against or (reference is not None and name != reference)
     if paired or (o.stored is not None and isinstance(stored, dict)):
         # The throughput passed: the sides are profiled for the memory alone, their time's lines not shown.
@@ -151,8 +154,9 @@ def explain_memory_outcome(session: ExplainingSession, o: Outcome, name: str, wo
         else:
             memory = explain_memory(profile_dir(session.rootdir, test_id, base_side),
                                     profile_dir(session.rootdir, test_id, current_side), change, why, device=device)
-    elif o.stored is not None and isinstance(stored, dict):
-        memory = explain_memory(o.stored_profile.get("logdir") or None,  # type: ignore[union-attr]
+    elif o.stored is not None and stored_profile is not None and isinstance(stored, dict):
+        # A compact profile's logdir is a string (``Profile.to_dict``).
+        memory = explain_memory(cast("str | None", stored_profile.get("logdir")) or None,
                                 profile_dir(session.rootdir, test_id, "current"), change, why, stored=stored,
                                 device=device)
     else:
@@ -162,7 +166,7 @@ def explain_memory_outcome(session: ExplainingSession, o: Outcome, name: str, wo
 
 
 def _explain_against(session: ExplainingSession, o: Outcome, workload: Workload, settings: RunSettings,
-                     partner: Any) -> Explanation:
+                     partner: Partner | None) -> Explanation:
     """A regression beside the partner: the partner profiles its side in its process, then this side here."""
     from pytest_tfperf.explain.explanation import (
         Explanation, explain_against, partner_profile_timeout_s, rounds_seconds,
@@ -184,7 +188,7 @@ def _explain_against(session: ExplainingSession, o: Outcome, workload: Workload,
                            profiler=session.profiler, rounds_s=rounds_seconds(o.measurement.timings))
 
 
-def profile_for_coordinator(profiler: Any, workloads: dict[str, Workload], message: dict[str, Any],
+def profile_for_coordinator(profiler: Profiler | None, workloads: dict[str, Workload], message: dict[str, Any],
                             measured: dict[str, Measurement] | None = None) -> dict[str, Any]:
     """This session is a partner under --tfperf-explain: a profiled pass of its side, into the coordinator's
     folder (``<its rootdir>/.tfperf/profiles/<test>/partner/``), the compact profile sent back; at most as

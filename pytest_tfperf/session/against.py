@@ -28,12 +28,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.measuring.workload import RunSettings
 from pytest_tfperf.model import Measurement
 from pytest_tfperf.session.outcome import Outcome, borderline
+
+if TYPE_CHECKING:  # annotations only: the partner is started, and the verdict's module loaded, on first use
+    from pytest_tfperf.gates.verdict import Tolerances
+    from pytest_tfperf.session.partner import Partner
 
 # The session's measurement with a partner's pace hook and a log of this side's throughput per round.
 Measure = Callable[[Callable[[str, int], bool | None] | None, list[float] | None], dict[str, Measurement]]
@@ -47,16 +51,16 @@ class TfPerfSession(Protocol):
     config: SessionConfig
     rootdir: str
     invocation: tuple[str, list[str]]
-    _own_partner: Any  # partner.Partner, started on the first confirmation
+    _own_partner: Partner | None  # this tree's fresh process, started on the first confirmation
 
-    def partner(self) -> Any: ...  # partner.Partner of the baseline tree
+    def partner(self) -> Partner: ...  # the baseline tree's
 
     def _evaluate_against(self, m: Measurement, theirs: Measurement, options: MarkerOptions) -> Outcome: ...
 
     def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Measure, *,
-                                fallback: str, tolerances: Any = None) -> Beside: ...
+                                fallback: str, tolerances: Tolerances | None = None) -> Beside: ...
 
-    def _tolerances(self, options: MarkerOptions) -> Any: ...
+    def _tolerances(self, options: MarkerOptions) -> Tolerances: ...
 
     def _confirm_against(self, test_id: str, settings: RunSettings, fresh: bool = True
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]: ...
@@ -219,7 +223,7 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
 
 
 def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, measure_once: Measure, *,
-                   fallback: str, tolerances: Any = None) -> Beside:
+                   fallback: str, tolerances: Tolerances | None = None) -> Beside:
     """Measure with the partner taking turns: (ours, theirs, None), or what could be had and why not.
 
     Ours is None when the partner could not even be asked (measure alone
@@ -236,6 +240,7 @@ def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, 
     except PartnerError as exc:
         return None, None, f"{test_id}: not measured beside {against}: {exc}; {fallback}"
     completed = False
+    theirs: Measurement | None
     try:
         ours_per_s: list[float] = []
         if tolerances is not None:  # the first look may end the rounds early

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import pytest
 
@@ -26,12 +26,24 @@ from pytest_tfperf.measuring.watchdog import StallPolicy
 PAIRED_ROUNDS = 20
 
 
-class FixtureAlreadyUsed(pytest.fail.Exception):  # type: ignore[misc]  # pytest's public Failed type
+class FixtureAlreadyUsed(pytest.fail.Exception):  # type: ignore[misc,name-defined]  # pytest's public Failed type
     """The ``tfperf`` fixture measures one workload per test.
 
     A ``pytest.fail`` outcome: the test fails with the one-line message, as a
     misused pytest feature does, without a traceback through the plugin.
     """
+
+
+class MeasuringSession(Protocol):
+    """What the fixture needs of ``session.session.TfPerfSession`` (a protocol: that module imports this one)."""
+
+    effects: list[dict[str, Any]]  # JSON objects (``record_effect``), for the reports
+
+    def measure_and_judge(self, fx: TfPerf, workloads: dict[str, Workload], mode: str, settings: RunSettings,
+                          reference: str | None = None) -> dict[str, Measurement]: ...
+
+    def record_failure(self, exc: BaseException, test_id: str, *, batch_size: int | None = None,
+                       items_per_iteration: float | None = None) -> str | None: ...
 
 
 class TfPerf:
@@ -40,7 +52,7 @@ class TfPerf:
     Without ``--tfperf`` each method runs its workload once, as a smoke test.
     """
 
-    def __init__(self, test_id: str, options: MarkerOptions, session: Any, config: SessionConfig, *,
+    def __init__(self, test_id: str, options: MarkerOptions, session: MeasuringSession, config: SessionConfig, *,
                  node_id: str | None = None) -> None:
         self._test_id = test_id  # the stable key results and baselines are stored under
         self._node_id = node_id or test_id  # pytest's node id: what a partner session is asked to run
@@ -58,8 +70,9 @@ class TfPerf:
         """True under ``--tfperf``; False in a smoke run, where each workload runs once."""
         return self._config.measure
 
-    def __call__(self, fn: Callable[..., object], *args: Any, items: float = 1, setup: Callable[[], Any] | None = None,
-                 functions: Iterable[object] = (), **kwargs: Any) -> Measurement:
+    def __call__(self, fn: Callable[..., object], *args: object, items: float = 1,
+                 setup: Callable[[], object] | None = None, functions: Iterable[object] = (),
+                 **kwargs: object) -> Measurement:
         """Call ``fn(*args, **kwargs)`` repeatedly and measure it; ``items`` counts work per call.
 
         ``setup()``, if given, runs once before anything is timed; when it
@@ -187,7 +200,7 @@ class TfPerf:
 
     def _settings(self) -> RunSettings:
         o, c = self._options, self._config
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, Any] = {  # RunSettings' keyword arguments, of several types
             "budget_s": o.budget_s if o.budget_s is not None else c.budget_s,
             "rounds": o.rounds if o.rounds is not None else c.rounds,
             "stall": self._stall_policy(),
@@ -256,7 +269,7 @@ class TfPerf:
         return out
 
 
-def _bind(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], object]:
+def _bind(fn: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]) -> Callable[[], object]:
     if not args and not kwargs:
         return fn
     if not kwargs:

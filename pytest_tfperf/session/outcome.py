@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_tfperf.model import BudgetViolation, Measurement
+
+if TYPE_CHECKING:  # annotations only: those modules load when a test is judged or explained, not with this one
+    from pytest_tfperf.explain.explanation import Explanation
+    from pytest_tfperf.gates.baseline_runs import BaselineRuns
+    from pytest_tfperf.gates.verdict import Verdict
 
 
 @dataclass
@@ -14,19 +20,19 @@ class Outcome:
 
     measurement: Measurement
     violations: tuple[BudgetViolation, ...] = ()
-    verdict: Any = None  # gates.verdict.Verdict, when a baseline was compared
+    verdict: Verdict | None = None  # when a baseline was compared
     baseline: str = ""  # "", "no baseline", "no baseline for this environment"
     gating: bool = True  # False while baselines are being refreshed: a slower number is accepted then
     throughput_fails: bool = True  # False: a stored-baseline throughput regression is a warning (see config)
     paired_with: str | None = None  # the reference variant of a paired verdict (or --tfperf-against's version)
     partner: bool = False  # paired with the same test in a partner session (--tfperf-against)
     item_id: str = ""  # the pytest node id this outcome belongs to
-    stored: Any = None  # (baseline Measurement, runs.BaselineRuns) behind a stored verdict, to judge a confirmation
+    stored: tuple[Measurement, BaselineRuns] | None = None  # behind a stored verdict, to judge a confirmation
     variant: str = ""  # the tfperf.compare variant name, "" for a single workload
     notices: list[str] = field(default_factory=list)
     reference: Measurement | None = None  # the partner's measurement (--tfperf-against), for the reports
-    explanation: Any = None  # explain.explanation.Explanation under --tfperf-explain, for a throughput regression
-    stored_profile: Any = None  # the stored baseline's compact profile (a dict as stored), when it has one
+    explanation: Explanation | None = None  # under --tfperf-explain, for a throughput regression
+    stored_profile: Mapping[str, object] | None = None  # the stored baseline's compact profile, when it has one
 
     @property
     def label(self) -> str:

@@ -10,19 +10,25 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_tfperf.config import SessionConfig
 from pytest_tfperf.model import Environment, Measurement
 from pytest_tfperf.session.outcome import Outcome, detection_limit
+
+if TYPE_CHECKING:  # annotations only: each is loaded where it is used, at the session's end
+    from pytest_tfperf.diagnoses.failures import MeasurementFailure
+    from pytest_tfperf.reports.report import Row
+    from pytest_tfperf.storage.baseline_store import BaselineStore
+    from pytest_tfperf.storage.results_json import StoredGateNotes
 
 
 class FinishedSession(Protocol):
     config: SessionConfig
     rootdir: str
     outcomes: list[Outcome]
-    failures: list[Any]  # diagnoses.failures.MeasurementFailure
-    effects: list[dict[str, Any]]
+    failures: list[MeasurementFailure]
+    effects: list[dict[str, Any]]  # JSON objects (TfPerf.record_effect)
     calibration: Measurement | None  # the calibration workload, in a refresh's processes
     invocation: tuple[str, list[str]]
     invocation_args: tuple[str, ...]
@@ -33,7 +39,7 @@ class FinishedSession(Protocol):
 
     def environment(self) -> Environment: ...
 
-    def store(self) -> Any: ...
+    def store(self) -> BaselineStore: ...
 
 
 def write_outputs(s: FinishedSession, written: list[str]) -> bool:
@@ -105,13 +111,13 @@ def against_lines(c: SessionConfig, *, found: bool) -> list[str]:
     return [c.against_found] if found and c.against_found else []
 
 
-def _rows(s: FinishedSession) -> list[Any]:
+def _rows(s: FinishedSession) -> list[Row]:
     from pytest_tfperf.reports import report
 
     return [report.Row(o.measurement, o.label, report.format_limit(detection_limit(o))) for o in s.outcomes]
 
 
-def stored_gate_notes(s: FinishedSession) -> Any:
+def stored_gate_notes(s: FinishedSession) -> StoredGateNotes:
     """What the stored gate could and could not see in this run (``results_json.StoredGateNotes``): the lines
     the terminal says about it (which slowdowns the stored baselines catch here; every test whose baseline was
     recorded only for other environments; an unreadable calibration baseline), for the Markdown summary and the
@@ -162,6 +168,7 @@ def _limit_lines(s: FinishedSession) -> list[str]:
 def _write_json(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.storage.results_json import write_results
 
+    assert s.config.json_path is not None  # write_outputs runs this step only then
     write_results(s.config.json_path, s.environment(), s.outcomes,
                   {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects, calibration=s.calibration,
                   stored_gate=stored_gate_notes(s))
@@ -245,8 +252,7 @@ def _write_html(s: FinishedSession, written: list[str]) -> None:
 def _write_markdown(s: FinishedSession, written: list[str]) -> None:
     from pytest_tfperf.reports import report
 
-    explanations = [o.explanation.headline if getattr(o, "explanation", None) is not None else None
-                    for o in s.outcomes]
+    explanations = [o.explanation.headline if o.explanation is not None else None for o in s.outcomes]
     lines = report.markdown_summary(_rows(s), [o.verdict for o in s.outcomes], explanations,
                                     stored_gate=stored_gate_notes(s).lines)
     against = [f"> {line}" for line in against_lines(s.config, found=True)]

@@ -53,13 +53,16 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_tfperf.model import Measurement
 from pytest_tfperf.session import freeze
 from pytest_tfperf.session.partner_server import PROTOCOL, Channel
 from pytest_tfperf.session.git_tree import argument_in_tree, mapped_directory, pytest_command
 from pytest_tfperf.session.partner_tree import BaselineTree, PartnerError, checkout, import_failure, partner_environment
+
+if TYPE_CHECKING:
+    from pytest_tfperf.gates.verdict import Tolerances
 
 LOG_TAIL_LINES = 30
 
@@ -290,7 +293,7 @@ class PairedRun:
         self._ready: bool | None = True if answered else None  # the answer to "run": not read yet, ready, or not
         self._ours_per_s: list[float] = []
         self._theirs_per_s: list[float] = []  # the partner's throughput per round, from its "done" answers
-        self._tolerances: Any = None  # set by ``look``: the first look may end the rounds
+        self._tolerances: Tolerances | None = None  # set by ``look``: the first look may end the rounds
         self.stopped_at: int | None = None  # rounds each side measured when the first look ended them
         self._rounds_done = 0
 
@@ -307,7 +310,7 @@ class PairedRun:
             return True
         return None
 
-    def look(self, ours_per_s: list[float], tolerances: Any) -> None:
+    def look(self, ours_per_s: list[float], tolerances: Tolerances) -> None:
         """Let the rounds end at the first look when the change is already clear (``gates.paired.clearly_within``):
         ``ours_per_s`` is this side's throughput per round as the runner logs it."""
         self._ours_per_s, self._tolerances = ours_per_s, tolerances

@@ -17,12 +17,15 @@ import select
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_tfperf.config import PARTNER_ENV as ENV_FDS
 from pytest_tfperf.model import Measurement
 from pytest_tfperf.session import freeze
 from pytest_tfperf.session.partner_tree import PartnerError
+
+if TYPE_CHECKING:
+    import pytest
 
 PROTOCOL = 3  # bumped when the messages change: both sessions must speak the same one
 
@@ -104,7 +107,7 @@ class PartnerServer:
         except ValueError:
             raise PartnerError(f"{ENV_FDS}={raw!r}: expected two pipe descriptors, 'READ,WRITE'") from None
 
-    def serve(self, items: Sequence[Any], run_item: Callable[[Any], None]) -> None:
+    def serve(self, items: Sequence[pytest.Item], run_item: Callable[[pytest.Item], None]) -> None:
         by_id = {item.nodeid: item for item in items}
         self.channel.send(op="hello", protocol=PROTOCOL, pid=os.getpid())
         while not self._exit:
@@ -190,7 +193,7 @@ class PartnerServer:
             except PartnerError:
                 return
 
-    def pytest_runtest_logreport(self, report: Any) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Registered as a pytest plugin: keep the first failure's last line for the coordinator."""
         if report.failed and self.request is not None and not self.request.failure:
             crash = getattr(report.longrepr, "reprcrash", None)

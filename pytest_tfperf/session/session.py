@@ -22,8 +22,16 @@ from pytest_tfperf.session import outputs
 from pytest_tfperf.session.outcome import Outcome, borderline, fail_test, outcome_properties
 from pytest_tfperf.session.stored_gate import StoredGate
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: each is loaded lazily where it is used (heavy, or the session's own on demand)
+    from pytest_tfperf.diagnoses.failures import MeasurementFailure
+    from pytest_tfperf.explain.explanation import Profiler
+    from pytest_tfperf.gates.verdict import Tolerances
+    from pytest_tfperf.probes.probe_base import MemoryProbe
+    from pytest_tfperf.session.against import Measure
     from pytest_tfperf.session.fixture import TfPerf
+    from pytest_tfperf.session.partner import Partner
+    from pytest_tfperf.session.partner_server import PartnerServer
+    from pytest_tfperf.storage.baseline_store import BaselineStore
 
 
 class TfPerfSession:
@@ -31,23 +39,23 @@ class TfPerfSession:
         self.config = config
         self.rootdir = rootdir
         self.outcomes: list[Outcome] = []
-        self.failures: list[Any] = []  # diagnoses.failures.MeasurementFailure: stalls, OOMs, NaNs
+        self.failures: list[MeasurementFailure] = []  # stalls, OOMs, NaNs
         self._environment: Environment | None = None
-        self._probes: dict[bool, list[Any]] = {}
-        self._store: Any = None
+        self._probes: dict[bool, list[MemoryProbe]] = {}  # whether TensorFlow was loaded -> the probes
+        self._store: BaselineStore | None = None
         self._written: list[str] = []  # what finish() wrote, for the summary
-        self.partner_server: Any = None  # partner.PartnerServer when this session is another's partner
+        self.partner_server: PartnerServer | None = None  # when this session is another's partner
         self.invocation: tuple[str, list[str]] = (rootdir, [])  # where pytest ran, and its path arguments
-        self._partner: Any = None  # partner.Partner under --tfperf-against, started on first use
-        self._own_partner: Any = None  # a fresh process of this tree, for confirming a paired regression
+        self._partner: Partner | None = None  # under --tfperf-against, started on first use
+        self._own_partner: Partner | None = None  # a fresh process of this tree, for confirming a paired regression
         self.stored_gate = StoredGate(config, rootdir, self.baseline_dir, self.store, self.environment,
                                       lambda: self.invocation)
         self.invocation_args: tuple[str, ...] = ()  # the command line, for the extra processes of a refresh
         self.effects: list[dict[str, Any]] = []  # catalog comparisons (TfPerf.record_effect), for the reports
         self.calibration: Measurement | None = None  # this process's run of the calibration workload (refreshes)
-        self.profiler: Any = None  # --tfperf-explain's profiled pass (profiling.capture.profile_step); tests fake it
+        self.profiler: Profiler | None = None  # --tfperf-explain's profiled pass (None: profile_step); tests fake it
         self.profiles: dict[str, dict[str, Any]] = {}  # test id -> compact profile, for the refreshed baselines
-        self.input_profiler: Any = None  # the input-bound diagnosis' profiled pass (profile_step); tests fake it
+        self.input_profiler: Profiler | None = None  # the input-bound diagnosis' pass (profile_step); tests fake it
 
     # -- environment and probes (built once, lazily) ------------------------
 
@@ -58,7 +66,7 @@ class TfPerfSession:
             self._environment = collect_environment()
         return self._environment
 
-    def probes(self) -> list[Any]:
+    def probes(self) -> list[MemoryProbe]:
         tf_loaded = "tensorflow" in sys.modules
         if tf_loaded not in self._probes:
             from pytest_tfperf.probes.memory_probes import default_probes
@@ -84,11 +92,13 @@ class TfPerfSession:
         path = self.config.baseline_dir
         return path if os.path.isabs(path) else os.path.join(self.rootdir, path)
 
-    def store(self) -> Any:
+    def store(self) -> BaselineStore:
         if self._store is None:
+            from pathlib import Path
+
             from pytest_tfperf.storage.baseline_store import BaselineStore
 
-            self._store = BaselineStore(self.baseline_dir)
+            self._store = BaselineStore(Path(self.baseline_dir))
         return self._store
 
     # -- measuring ------------------------------------------------------------
@@ -164,7 +174,7 @@ class TfPerfSession:
 
     # -- --tfperf-against: the same test of the other version, in a partner session --------
 
-    def partner(self) -> Any:
+    def partner(self) -> Partner:
         if self._partner is None:
             from pathlib import Path
 
@@ -180,7 +190,7 @@ class TfPerfSession:
 
     def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
                        options: MarkerOptions, settings: RunSettings,
-                       measure_once: Callable[[Callable[[str, int], None] | None], dict[str, Measurement]]) -> Outcome:
+                       measure_once: Measure) -> Outcome:
         from pytest_tfperf.session import against
 
         return against.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
@@ -191,8 +201,8 @@ class TfPerfSession:
 
         return against.confirm(self, test_id, settings, fresh)
 
-    def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Any, *, fallback: str,
-                                tolerances: Any = None,
+    def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Measure, *, fallback: str,
+                                tolerances: Tolerances | None = None,
                                 ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
         from pytest_tfperf.session import against
 
@@ -204,6 +214,7 @@ class TfPerfSession:
         from pytest_tfperf.session.partner_tree import PartnerError
 
         server = self.partner_server
+        assert server is not None and server.request is not None  # measure_and_judge sends only a partner here
         request = server.request
         if len(workloads) != 1 and not request.variants:
             raise PartnerError(f"{fx._test_id} measures {len(workloads)} variants with tfperf.compare() in this "
@@ -273,7 +284,7 @@ class TfPerfSession:
         assert self.config.against is not None
         return self._evaluate_paired(m, theirs, self.config.against, options, partner=True)
 
-    def _tolerances(self, options: MarkerOptions) -> Any:
+    def _tolerances(self, options: MarkerOptions) -> Tolerances:
         from pytest_tfperf.gates.verdict import Tolerances
 
         tolerance = options.tolerance if options.tolerance is not None else self.config.tolerance

@@ -12,18 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_tfperf.config import SessionConfig
 from pytest_tfperf.measuring.workload import RunSettings
 from pytest_tfperf.model import BudgetViolation, Environment, Measurement
 from pytest_tfperf.session.outcome import Outcome, fail_test
 
+if TYPE_CHECKING:  # annotations only: the session loads these lazily, when a test is judged
+    from pytest_tfperf.gates.stored_rule import MachineFloor
+    from pytest_tfperf.gates.verdict import Tolerances
+    from pytest_tfperf.session.partner import Partner
+    from pytest_tfperf.storage.baseline_store import BaselineStore
+    from pytest_tfperf.storage.runs import RunSummary
+
 
 class StoredGate:
     """Judges outcomes against the baselines in ``baseline_dir``; reads history and spreads once per session."""
 
-    def __init__(self, config: SessionConfig, rootdir: str, baseline_dir: str, store: Callable[[], Any],
+    def __init__(self, config: SessionConfig, rootdir: str, baseline_dir: str, store: Callable[[], BaselineStore],
                  environment: Callable[[], Environment], invocation: Callable[[], tuple[str, list[str]]]) -> None:
         self.config = config
         self.rootdir = rootdir
@@ -31,9 +38,9 @@ class StoredGate:
         self._store = store  # the session's BaselineStore, opened on first use
         self._environment = environment
         self._invocation = invocation  # where pytest ran, and its path arguments: the fresh process runs the same
-        self._confirmer: Any = None  # partner.Partner in this very tree: fresh processes that confirm a regression
-        self._recorded: dict[tuple[str, str], list[Any]] | None = None  # history's recorded runs, read once
-        self._machine: dict[str, Any] = {}  # fingerprint -> stored_rule.MachineFloor, read once
+        self._confirmer: Partner | None = None  # in this very tree: fresh processes that confirm a regression
+        self._recorded: dict[tuple[str, str], list[RunSummary]] | None = None  # history's recorded runs, read once
+        self._machine: dict[str, MachineFloor] = {}  # fingerprint -> this machine's floor, read once
         self._machine_notes: dict[str, str] = {}  # fingerprint -> why its calibration baseline was not used
         # What the stored gate could not see, for the Markdown summary and the results JSON as for the terminal:
         # one line each (a baseline recorded only for other environments, an unreadable calibration baseline).
@@ -47,7 +54,7 @@ class StoredGate:
 
     # -- the verdict --------------------------------------------------------------------------------
 
-    def judge(self, outcome: Outcome, tolerances: Any) -> None:
+    def judge(self, outcome: Outcome, tolerances: Tolerances) -> None:
         """Set ``outcome``'s verdict against its stored baseline, or say why there is none."""
         from pytest_tfperf.gates.stored import judge
         from pytest_tfperf.storage.baseline_store import MatchStatus
@@ -74,13 +81,15 @@ class StoredGate:
                                     measured=0, unit="present"),
                 )
             return
+        baseline = match.baseline
+        assert baseline is not None  # found
         if match.soft_differences:
             outcome.notices.append(f"{test_id}: {match.describe()}")
         try:
             history = self.recorded_runs().get((test_id, match.fingerprint), [])
         except StorageError as exc:
             fail_test(f"{test_id}: the run history cannot be used, so nothing was compared.\n{exc}")
-        runs = BaselineRuns(runs=match.baseline.runs, history=tuple(history),
+        runs = BaselineRuns(runs=baseline.runs, history=tuple(history),
                             machine=self.machine_floor(match.fingerprint))
         unread = self._machine_notes.pop(match.fingerprint, "")
         if unread:  # said once, beside the first verdict it changed
@@ -88,12 +97,13 @@ class StoredGate:
             self.notes.append(unread)
         n = len(runs.runs)
         outcome.baseline = f"stored baseline ({n} run{'s' if n != 1 else ''})"
-        outcome.stored = (match.measurement, runs)
-        outcome.stored_profile = match.baseline.profile
-        outcome.verdict = judge(outcome.measurement, match.measurement, tolerances, runs=runs)
+        outcome.stored = (baseline.measurement, runs)
+        outcome.stored_profile = baseline.profile
+        outcome.verdict = judge(outcome.measurement, baseline.measurement, tolerances, runs=runs)
         outcome.throughput_fails = self.config.throughput_gate == "fail"
         if outcome.warned_only and outcome.gating:
             throughput = outcome.verdict.metric("throughput")
+            assert throughput is not None  # warned_only: throughput is the metric that regressed
             outcome.notices.append(f"{test_id}: warning: {throughput.message}")
         if str(outcome.verdict.status) == "improved":
             notice = outcome.verdict.improvement_message(
@@ -101,7 +111,7 @@ class StoredGate:
             if notice:
                 outcome.notices.append(notice)
 
-    def machine_floor(self, fingerprint: str) -> Any:
+    def machine_floor(self, fingerprint: str) -> MachineFloor:
         """This machine's floor on every test's spread (``gates.baseline_runs.machine_floor_of``), read once."""
         if fingerprint not in self._machine:
             from pytest_tfperf.gates.baseline_runs import machine_floor_of
@@ -117,7 +127,7 @@ class StoredGate:
                     "`pytest --tfperf --tfperf-update`")
         return self._machine[fingerprint]
 
-    def recorded_runs(self) -> dict[tuple[str, str], list[Any]]:
+    def recorded_runs(self) -> dict[tuple[str, str], list[RunSummary]]:
         """Runs recorded with --tfperf-record, per (test id, fingerprint), read once per session."""
         if self._recorded is None:
             from pytest_tfperf.storage.history_csv import HISTORY_FILE_NAME, read_history_rows, recorded_runs
@@ -136,7 +146,7 @@ class StoredGate:
         # A throughput-only regression under --tfperf-throughput-gate=warn fails nothing: no need to confirm it.
         return not o.warned_only
 
-    def confirm(self, node_id: str, outcomes: list[Outcome], settings: RunSettings, tolerances: Any) -> None:
+    def confirm(self, node_id: str, outcomes: list[Outcome], settings: RunSettings, tolerances: Tolerances) -> None:
         """Measure the test in a fresh pytest process and judge both runs: a regression must show in both.
 
         A ``tfperf.compare()`` test is measured whole there (every variant, interleaved as here), and
@@ -161,6 +171,7 @@ class StoredGate:
                 _unconfirmed(outcome, f"the fresh process did not measure it (it measured "
                                       f"{', '.join(sorted(fresh)) or 'nothing'})")
                 continue
+            assert outcome.stored is not None  # wants_confirmation
             baseline, runs = outcome.stored
             outcome.verdict = judge(outcome.measurement, baseline, tolerances, runs=runs, confirmation=theirs)
             held = "confirmed" if str(outcome.verdict.status) == "regressed" else "not confirmed"
@@ -182,7 +193,7 @@ class StoredGate:
         return run.finish_all(True)
 
 
-def _unreadable_calibration(store: Any, environment: Environment) -> str:
+def _unreadable_calibration(store: BaselineStore, environment: Environment) -> str:
     """The calibration baseline's file and why it cannot be read, in one line; "" when it can (or is absent).
 
     ``BaselineStore.baselines_for`` skips unreadable files (a test's own fails that test when it is
@@ -202,7 +213,7 @@ def _unreadable_calibration(store: Any, environment: Environment) -> str:
     return ""
 
 
-def _floor_words(floor: Any) -> str:
+def _floor_words(floor: MachineFloor) -> str:
     if floor.source == "suite":
         return f"the spread this suite's tests typically have ({floor.sd:.1%} in logs)"
     if floor.source == "assumed":
@@ -213,6 +224,7 @@ def _floor_words(floor: Any) -> str:
 def _unconfirmed(outcome: Outcome, reason: str) -> None:
     # Every stored-gate regression needs the second process, new traces where the baseline had none too
     # (``gates.stored.needs_confirmation``): without it the regression is reported, not failed.
+    assert outcome.verdict is not None  # a regression to confirm
     outcome.verdict = outcome.verdict.unconfirmed(reason)
     outcome.notices.append(
         f"{outcome.measurement.test_id}: unconfirmed, not failed: {outcome.verdict.summary()} in this process, "
