@@ -82,7 +82,7 @@ class SessionConfig:
     hard_exit: bool = True  # arm faulthandler as a last resort against a wedged GIL
     # --tfperf-against: a git revision or directory whose code is measured beside this one, round by round.
     against: str | None = None
-    # --tfperf-against=auto (session.baseline_revision): the revision found and how, said in the header and the
+    # --tfperf-against=auto (against.baseline_revision): the revision found and how, said in the header and the
     # Markdown summary; or why none was found, when the stored gate judges instead (said in every report).
     against_found: str | None = None
     against_fallback: str | None = None

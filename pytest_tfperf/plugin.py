@@ -170,8 +170,8 @@ def _resolve_against(c: SessionConfig, config: pytest.Config) -> SessionConfig:
     ``auto`` is looked up, and where no baseline revision can be found the stored gate judges, saying why."""
     import dataclasses
 
-    from pytest_tfperf.session.baseline_revision import AUTO, NoBaselineRevision, find_baseline_revision
-    from pytest_tfperf.session.partner_tree import PartnerError, resolve_against
+    from pytest_tfperf.against.baseline_revision import AUTO, NoBaselineRevision, find_baseline_revision
+    from pytest_tfperf.against.partner_tree import PartnerError, resolve_against
 
     assert c.against is not None
     if c.against != AUTO:
@@ -232,7 +232,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     # A partner session runs tests when the session that started it asks, not in collection order.
     if PARTNER_ENV not in os.environ or not session.config.stash[CONFIG_KEY].measure:
         return None
-    from pytest_tfperf.session.partner_server import PartnerServer
+    from pytest_tfperf.against.partner_server import PartnerServer
 
     server = PartnerServer.from_environment()
     # Consumed: a pytest that a test starts in turn (pytester, say) is nobody's partner.

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pytest_tfperf.config import SessionConfig
     from pytest_tfperf.explain.explanation import Explanation, Profiler
     from pytest_tfperf.session.outcome import Outcome
-    from pytest_tfperf.session.partner import Partner
+    from pytest_tfperf.against.partner import Partner
 
 
 class ExplainingSession(Protocol):

@@ -189,7 +189,7 @@ def confirmed_tolerances(tol: Tolerances) -> Tolerances:
     return dataclasses.replace(tol, power=math.sqrt(tol.power))
 
 
-# The first look of a paired verdict (``session.against``): rounds end early when the change is already
+# The first look of a paired verdict (``against.plan``): rounds end early when the change is already
 # surely smaller than the decision threshold, either way.
 FIRST_LOOK_ROUNDS = 10
 

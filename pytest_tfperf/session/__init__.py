@@ -1,1 +1,1 @@
-"""One pytest session: the fixture, the session that measures and judges, partner and refresh processes, outputs."""
+"""One pytest session: the fixture, the session that measures and judges, refresh processes, outputs."""

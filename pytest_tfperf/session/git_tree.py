@@ -1,7 +1,7 @@
 """Another tree of the user's code and a pytest session run in it: git, worktrees, the child's command and setting.
 
 Two features run the user's tests in a tree other than this session's: the
-``--tfperf-against`` partner (``session/partner_tree.py``: the baseline
+``--tfperf-against`` partner (``against/partner_tree.py``: the baseline
 revision's tree) and ``tfperf-bisect`` (``bisect/steps.py``: a worktree per
 step). Both need the same git calls, the same detached worktrees made and
 removed, the same child ``pytest`` command (the refresh processes' too) and

@@ -27,10 +27,10 @@ if TYPE_CHECKING:  # annotations only: each is loaded lazily where it is used (h
     from pytest_tfperf.explain.explanation import Profiler
     from pytest_tfperf.gates.verdict import Tolerances
     from pytest_tfperf.probes.probe_base import MemoryProbe
-    from pytest_tfperf.session.against import Measure
+    from pytest_tfperf.against.plan import Measure
     from pytest_tfperf.session.fixture import TfPerf
-    from pytest_tfperf.session.partner import Partner
-    from pytest_tfperf.session.partner_server import PartnerServer
+    from pytest_tfperf.against.partner import Partner
+    from pytest_tfperf.against.partner_server import PartnerServer
     from pytest_tfperf.storage.baseline_store import BaselineStore
 
 
@@ -178,7 +178,7 @@ class TfPerfSession:
         if self._partner is None:
             from pathlib import Path
 
-            from pytest_tfperf.session.partner import Partner
+            from pytest_tfperf.against.partner import Partner
             from pytest_tfperf.session.git_tree import repository_root
 
             invocation_dir, args = self.invocation
@@ -191,27 +191,27 @@ class TfPerfSession:
     def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
                        options: MarkerOptions, settings: RunSettings,
                        measure_once: Measure) -> Outcome:
-        from pytest_tfperf.session import against
+        from pytest_tfperf.against import plan
 
-        return against.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
+        return plan.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
 
     def _confirm_against(self, test_id: str, settings: RunSettings, fresh: bool = True
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:
-        from pytest_tfperf.session import against
+        from pytest_tfperf.against import plan
 
-        return against.confirm(self, test_id, settings, fresh)
+        return plan.confirm(self, test_id, settings, fresh)
 
     def _measure_beside_partner(self, test_id: str, settings: RunSettings, measure_once: Measure, *, fallback: str,
                                 tolerances: Tolerances | None = None,
                                 ) -> tuple[dict[str, Measurement] | None, Measurement | None, str | None]:
-        from pytest_tfperf.session import against
+        from pytest_tfperf.against import plan
 
-        return against.measure_beside(self, test_id, settings, measure_once, fallback=fallback, tolerances=tolerances)
+        return plan.measure_beside(self, test_id, settings, measure_once, fallback=fallback, tolerances=tolerances)
 
     def _measure_for_partner(self, fx: TfPerf, workloads: dict[str, Workload], mode: str,
                              settings: RunSettings) -> dict[str, Measurement]:
         """This session is a partner: measure in step with the coordinator, send the result, judge nothing."""
-        from pytest_tfperf.session.partner_tree import PartnerError
+        from pytest_tfperf.against.partner_tree import PartnerError
 
         server = self.partner_server
         assert server is not None and server.request is not None  # measure_and_judge sends only a partner here

@@ -22,7 +22,7 @@ from pytest_tfperf.session.outcome import Outcome, fail_test
 if TYPE_CHECKING:  # annotations only: the session loads these lazily, when a test is judged
     from pytest_tfperf.gates.stored_rule import MachineFloor
     from pytest_tfperf.gates.verdict import Tolerances
-    from pytest_tfperf.session.partner import Partner
+    from pytest_tfperf.against.partner import Partner
     from pytest_tfperf.storage.baseline_store import BaselineStore
     from pytest_tfperf.storage.runs import RunSummary
 
@@ -156,7 +156,7 @@ class StoredGate:
         whole life, which is exactly what the confirmation exists to rule out.
         """
         from pytest_tfperf.gates.stored import judge
-        from pytest_tfperf.session.partner_tree import PartnerError
+        from pytest_tfperf.against.partner_tree import PartnerError
 
         try:
             fresh = {m.test_id: m for m in self._measure_in_fresh_process(node_id, settings)}
@@ -179,7 +179,7 @@ class StoredGate:
                                    f"process: {held}")
 
     def _measure_in_fresh_process(self, node_id: str, settings: RunSettings) -> list[Measurement]:
-        from pytest_tfperf.session.partner import Partner
+        from pytest_tfperf.against.partner import Partner
 
         if self._confirmer is None:
             invocation_dir, args = self._invocation()

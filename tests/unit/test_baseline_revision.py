@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tfperf.session import baseline_revision
-from pytest_tfperf.session.baseline_revision import NoBaselineRevision, find_baseline_revision
+from pytest_tfperf.against import baseline_revision
+from pytest_tfperf.against.baseline_revision import NoBaselineRevision, find_baseline_revision
 
 
 def git(repo: Path, *args: str) -> str:

@@ -1,4 +1,4 @@
-"""session.freeze on real processes: a stopped process is stopped, and the guard lets a coordinator run again
+"""against.freeze on real processes: a stopped process is stopped, and the guard lets a coordinator run again
 when the partner that stopped it is gone."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pytest_tfperf.session import freeze
+from pytest_tfperf.against import freeze
 
 pytestmark = pytest.mark.skipif(not freeze.supported(), reason="freezing needs Linux's /proc")
 

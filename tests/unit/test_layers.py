@@ -31,9 +31,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # bisect/ is one feature across layers: the package and its pure search here, each other module by name.
     ("gates", ("pytest_tfperf.gates", "pytest_tfperf.bisect", "pytest_tfperf.bisect.search")),
     ("reports", ("pytest_tfperf.reports", "pytest_tfperf.bisect.report_text")),
-    # explain/ is the session's --tfperf-explain step (profiling/ is its lower layer).
-    ("session", ("pytest_tfperf.session", "pytest_tfperf.explain", "pytest_tfperf.bisect.steps",
-                 "pytest_tfperf.bisect.select_plugin", "pytest_tfperf.input_bound.profiled_pass")),
+    # explain/ is the session's --tfperf-explain step (profiling/ is its lower layer); against/ (the --tfperf-against
+    # gate) is the session's too, all of it.
+    ("session", ("pytest_tfperf.session", "pytest_tfperf.explain", "pytest_tfperf.against",
+                 "pytest_tfperf.bisect.steps", "pytest_tfperf.bisect.select_plugin",
+                 "pytest_tfperf.input_bound.profiled_pass")),
     # No library module imports a command-line one.
     ("cli", ("pytest_tfperf.cli", "pytest_tfperf.bisect.cli")),
     # Where users come in: the pytest plugin, and the documented paths kept at the top.

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.session.partner import PairedRun, Partner
-from pytest_tfperf.session.partner_server import ENV_FDS, PROTOCOL, Channel, PartnerServer, Request
+from pytest_tfperf.against.partner import PairedRun, Partner
+from pytest_tfperf.against.partner_server import ENV_FDS, PROTOCOL, Channel, PartnerServer, Request
 from pytest_tfperf.session.git_tree import mapped_directory
-from pytest_tfperf.session.partner_tree import PartnerError, checkout, partner_environment, resolve_against
+from pytest_tfperf.against.partner_tree import PartnerError, checkout, partner_environment, resolve_against
 from pytest_tfperf.storage.serialization import measurement_to_dict
 
 

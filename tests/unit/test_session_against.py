@@ -227,27 +227,27 @@ class FakeProcess:
 
 
 def test_the_second_look_of_a_fresh_pair_is_beside_the_same_two_processes() -> None:
-    from pytest_tfperf.session import against
+    from pytest_tfperf.against import plan
 
     s = session()
     log: list[str] = []
     s._partner = FakeProcess(log, "B", THEIRS)  # type: ignore[assignment]
     s._own_partner = FakeProcess(log, "A", measurement([1.2] * 20))
     settings = RunSettings(rounds=2)
-    assert against.confirm(s, TEST_ID, settings) == ((s._own_partner.result, THEIRS), None)
+    assert plan.confirm(s, TEST_ID, settings) == ((s._own_partner.result, THEIRS), None)
     assert (s._partner.restarts, s._own_partner.restarts) == (1, 1)  # type: ignore[attr-defined]  # fresh
     assert log == ["begin B", "begin A", "A0", "B0", "B1", "A1"]  # in turns, ABBA
     log.clear()
-    assert against.confirm(s, TEST_ID, settings, fresh=False)[1] is None
+    assert plan.confirm(s, TEST_ID, settings, fresh=False)[1] is None
     assert (s._partner.restarts, s._own_partner.restarts) == (1, 1)  # type: ignore[attr-defined]  # the same pair
     assert log == ["begin B", "begin A", "A0", "B0", "B1", "A1"]
 
 
 def test_a_second_look_needs_a_fresh_pair_to_look_at() -> None:
-    from pytest_tfperf.session import against
+    from pytest_tfperf.against import plan
 
     s = session()
-    assert against.confirm(s, TEST_ID, RunSettings(rounds=2), fresh=False) == (None, "no fresh pair to look at again")
+    assert plan.confirm(s, TEST_ID, RunSettings(rounds=2), fresh=False) == (None, "no fresh pair to look at again")
     assert s._partner.restarts == 0  # type: ignore[attr-defined]
 
 

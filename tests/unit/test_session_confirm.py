@@ -10,7 +10,7 @@ import pytest
 from pytest_tfperf.reports import report
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.model import BudgetViolation, Direction, Environment, Measurement, Timings
-from pytest_tfperf.session.partner_tree import PartnerError
+from pytest_tfperf.against.partner_tree import PartnerError
 from pytest_tfperf.reports.report_model import build_report
 from pytest_tfperf.storage.results_json import results_from_dict, results_to_dict, write_results
 from pytest_tfperf.session.outcome import Outcome, outcome_properties

@@ -1,10 +1,10 @@
 """The partner's side of ``--tfperf-against``: the session started in the baseline tree, measuring on command.
 
-``session.partner`` starts it and drives it (the coordinator); this module is
+``against.partner`` starts it and drives it (the coordinator); this module is
 what both speak (``Channel``, ``PROTOCOL``) and what the partner runs
 (``PartnerServer``): it serves ``run`` requests test by test, takes its timed
 rounds when told (``round i`` / ``done i``, stopping the coordinator while it
-is timed: ``session.freeze``), ends them early on ``stop``, sends its
+is timed: ``against.freeze``), ends them early on ``stop``, sends its
 ``result``, and under explanations holds the workload for ``profile``
 requests until ``release``.
 """
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_tfperf.config import PARTNER_ENV as ENV_FDS
 from pytest_tfperf.model import Measurement
-from pytest_tfperf.session import freeze
-from pytest_tfperf.session.partner_tree import PartnerError
+from pytest_tfperf.against import freeze
+from pytest_tfperf.against.partner_tree import PartnerError
 
 if TYPE_CHECKING:
     import pytest
@@ -83,7 +83,7 @@ class Request:
     budget_s: float
     variants: bool = False  # every tfperf.compare() variant may be measured (a confirmation), not just one
     explain: bool = False  # after the result, hold the workload for "profile" requests until "release"
-    freeze: int = 0  # the coordinator's pid: stopped while this session times a round (``session.freeze``)
+    freeze: int = 0  # the coordinator's pid: stopped while this session times a round (``against.freeze``)
     answered: bool = False  # a "ready", "result" or "failed" went back
     failure: str = ""
 

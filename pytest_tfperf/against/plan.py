@@ -6,7 +6,7 @@ speed for as long as they live, so that evidence from one pair of processes,
 however many rounds, is evidence about that pair. The plan:
 
 1. First look: this process and the partner, 20 rounds each, in turns (ABBA),
-   each side stopped while the other is timed (``session.freeze``); after
+   each side stopped while the other is timed (``against.freeze``); after
    10 rounds a side the rounds end when the change is already surely within
    the threshold (``gates.paired.clearly_within``, a futility look).
 2. Second look, only when the first is borderline: 20 more rounds beside the
@@ -37,7 +37,7 @@ from pytest_tfperf.session.outcome import Outcome, borderline
 
 if TYPE_CHECKING:  # annotations only: the partner is started, and the verdict's module loaded, on first use
     from pytest_tfperf.gates.verdict import Tolerances
-    from pytest_tfperf.session.partner import Partner
+    from pytest_tfperf.against.partner import Partner
 
 # The session's measurement with a partner's pace hook and a log of this side's throughput per round.
 Measure = Callable[[Callable[[str, int], bool | None] | None, list[float] | None], dict[str, Measurement]]
@@ -182,8 +182,8 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
     """Measure the test in a fresh process of this tree beside a fresh partner, rounds in turns (ABBA):
     ((ours, theirs), None), or (None, why not). ``fresh=False``: beside the same two processes as the last
     confirmation (its second look)."""
-    from pytest_tfperf.session.partner import Partner
-    from pytest_tfperf.session.partner_tree import PartnerError
+    from pytest_tfperf.against.partner import Partner
+    from pytest_tfperf.against.partner_tree import PartnerError
 
     base = session.partner()
     if not fresh and session._own_partner is None:
@@ -231,7 +231,7 @@ def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, 
     could not measure the test at all (ours were then measured alone). The
     partner sets up and warms up while this session does (``wait=False``).
     """
-    from pytest_tfperf.session.partner_tree import PartnerError
+    from pytest_tfperf.against.partner_tree import PartnerError
 
     against = session.config.against
     try:

@@ -17,13 +17,13 @@ made for the run, or a directory). This session drives it test by test:
    read when this side is ready (``begin(wait=False)``).
 2. The two sessions then take turns, one timed round each, in ABBA order
    (``round i`` / ``done i``, with the round's throughput): only one of them
-   runs at a time, the other stopped (``session.freeze``), so they never
+   runs at a time, the other stopped (``against.freeze``), so they never
    compete for the 2 cores, and each pair of rounds is a few hundred
    milliseconds apart. ``stop`` ends the rounds of both at the first look.
 3. ``result``: the partner sends its measurement; this session judges the two
    with ``gates.paired.judge_paired``.
 4. The looks and the confirmation by two fresh processes are
-   ``session.against``'s; the partner's own side is ``session.partner_server``.
+   ``against.plan``'s; the partner's own side is ``against.partner_server``.
 5. Under ``--tfperf-explain`` the ``run`` request says ``explain``: after its
    ``result`` the partner keeps the test's workload and waits. ``profile`` asks
    it for a profiled pass of its side into a folder this session names (the
@@ -56,10 +56,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_tfperf.model import Measurement
-from pytest_tfperf.session import freeze
-from pytest_tfperf.session.partner_server import PROTOCOL, Channel
+from pytest_tfperf.against import freeze
+from pytest_tfperf.against.partner_server import PROTOCOL, Channel
 from pytest_tfperf.session.git_tree import argument_in_tree, mapped_directory, pytest_command
-from pytest_tfperf.session.partner_tree import BaselineTree, PartnerError, checkout, import_failure, partner_environment
+from pytest_tfperf.against.partner_tree import BaselineTree, PartnerError, checkout, import_failure, partner_environment
 
 if TYPE_CHECKING:
     from pytest_tfperf.gates.verdict import Tolerances
@@ -94,7 +94,7 @@ class Partner:
         self._guard: subprocess.Popen[bytes] | None = None
 
     def freeze(self) -> None:
-        """Stop the partner process while this one is timed (``session.freeze``)."""
+        """Stop the partner process while this one is timed (``against.freeze``)."""
         if self._process is not None and not self._frozen:
             self._frozen = freeze.stop(self._process.pid)
 
