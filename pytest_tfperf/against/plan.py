@@ -66,9 +66,23 @@ class TfPerfSession(Protocol):
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]: ...
 
 
+def _throughput(o: Outcome) -> tuple[str, str] | None:
+    """The throughput verdict's status and message, if the outcome has one."""
+    metric = o.verdict.metric("throughput") if o.verdict is not None else None
+    return None if metric is None else (str(metric.status), metric.message)
+
+
 def throughput_regressed(o: Outcome) -> bool:
-    throughput = o.verdict.metric("throughput") if o.verdict is not None else None
-    return throughput is not None and str(throughput.status) == "regressed"
+    return (_throughput(o) or ("", ""))[0] == "regressed"
+
+
+def throughput_improved(o: Outcome) -> bool:
+    return (_throughput(o) or ("", ""))[0] == "improved"
+
+
+def _said(o: Outcome, otherwise: str) -> str:
+    """What the throughput verdict said, for a notice that quotes it."""
+    return (_throughput(o) or ("", otherwise))[1]
 
 
 def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,
@@ -127,25 +141,18 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
             again = session._evaluate_against(confirmation[0], confirmation[1], options)
             looked = (f" (measured twice, {len(confirmation[0].timings.round_sizes)} rounds a side pooled, "
                       "because its first verdict was borderline)")
-    seen = again.verdict.metric("throughput") if again.verdict is not None else None
-    said = seen.message if seen is not None else "no throughput verdict"
+    said = _said(again, "no throughput verdict")
     if throughput_regressed(again):
         outcome.notices.append(f"{test_id}: confirmed in two fresh processes, one of each version, taking "
                                f"turns{looked}: {said}")
         return outcome
-    first = outcome.verdict.metric("throughput") if outcome.verdict is not None else None
     again.notices[:0] = outcome.notices  # what led here (a second look, an improvement not confirmed) stays said
     again.notices.append(f"{test_id}: not confirmed: this process read "
-                         f"{first.message if first is not None else 'a regression'}; two fresh processes, one "
+                         f"{_said(outcome, 'a regression')}; two fresh processes, one "
                          f"of each version, taking turns{looked}, did not ({said}); the fresh pair's figures are "
                          "reported")
     measured[name] = confirmation[0]
     return again
-
-
-def throughput_improved(o: Outcome) -> bool:
-    throughput = o.verdict.metric("throughput") if o.verdict is not None else None
-    return throughput is not None and str(throughput.status) == "improved"
 
 
 def _confirm_improvement(session: TfPerfSession, test_id: str, measured: dict[str, Measurement], name: str,
@@ -162,16 +169,14 @@ def _confirm_improvement(session: TfPerfSession, test_id: str, measured: dict[st
                                f"({why}); the first measurement decided")
         return outcome
     again = session._evaluate_against(confirmation[0], confirmation[1], options)
-    seen = again.verdict.metric("throughput") if again.verdict is not None else None
-    said = seen.message if seen is not None else "no throughput verdict"
+    said = _said(again, "no throughput verdict")
     if throughput_improved(again):
         outcome.notices.append(f"{test_id}: improvement confirmed in two fresh processes, one of each version, "
                                f"taking turns: {said}")
         return outcome
-    first = outcome.verdict.metric("throughput") if outcome.verdict is not None else None
     again.notices[:0] = outcome.notices
     again.notices.append(f"{test_id}: improvement not confirmed: this process read "
-                         f"{first.message if first is not None else 'an improvement'}; two fresh processes, one of "
+                         f"{_said(outcome, 'an improvement')}; two fresh processes, one of "
                          f"each version, taking turns, did not ({said}); the fresh pair's figures are reported")
     measured[name] = confirmation[0]
     return again
