@@ -64,7 +64,7 @@ def small_step(x):
 def test_image_map(tfperf):
     ds = tf.data.Dataset.from_tensor_slices(np.random.rand(512, 32, 32, 3).astype("float32")).repeat()
     ds = ds.batch(64).map(augment).prefetch(AUTOTUNE)
-    tfperf.iterate(ds, items_per_element=64 * K, step=small_step)
+    tfperf.iterate(ds, items=64 * K, step=small_step)
 
 
 def spectro(x):
@@ -75,14 +75,14 @@ def spectro(x):
 def test_spectrogram(tfperf):
     ds = tf.data.Dataset.from_tensor_slices(np.random.rand(64, 8000).astype("float32"))
     ds = ds.map(spectro).cache().repeat().batch(8).prefetch(AUTOTUNE)
-    tfperf.iterate(ds, items_per_element=8 * K, step=small_step)
+    tfperf.iterate(ds, items=8 * K, step=small_step)
 
 
 def test_shuffled_augment(tfperf):
     ds = tf.data.Dataset.from_tensor_slices(np.random.rand(1024, 24, 24, 3).astype("float32")).repeat()
     ds = ds.shuffle(256).map(lambda x: tf.image.random_flip_up_down(x) * 1.1, num_parallel_calls=AUTOTUNE)
     ds = ds.batch(32).prefetch(AUTOTUNE)
-    tfperf.iterate(ds, items_per_element=32 * K, step=small_step)
+    tfperf.iterate(ds, items=32 * K, step=small_step)
 
 
 def _model():

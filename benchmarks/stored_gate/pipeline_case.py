@@ -66,7 +66,7 @@ def test_image_pipeline(tfperf):
         options.autotune.enabled = False
         options.experimental_optimization.map_parallelization = False
         ds = ds.map(lambda j, y: (_augment(j), y)).batch(16).with_options(options)
-    tfperf.iterate(ds, items_per_element=16, step=lambda batch: model.train_on_batch(*batch), functions=[model])
+    tfperf.iterate(ds, items=16, step=lambda batch: model.train_on_batch(*batch), functions=[model])
 
 '''
 

@@ -163,7 +163,7 @@ def test_data_map_batch(tfperf):
     ds = (tf.data.Dataset.range(1_000_000).map(lambda i: tf.cast(i, tf.float32) * 2.0 + 1.0,
                                                num_parallel_calls=AUTOTUNE)
           .batch(256).prefetch(AUTOTUNE))
-    tfperf.iterate(ds, items_per_element=256)
+    tfperf.iterate(ds, items=256)
 
 
 def test_data_text(tfperf):
@@ -171,7 +171,7 @@ def test_data_text(tfperf):
     ds = (tf.data.Dataset.from_tensor_slices(lines).repeat()
           .map(lambda s: tf.strings.to_hash_bucket_fast(tf.strings.split(s), 10_000), num_parallel_calls=AUTOTUNE)
           .ragged_batch(64).prefetch(AUTOTUNE))
-    tfperf.iterate(ds, items_per_element=64)
+    tfperf.iterate(ds, items=64)
 
 
 def test_data_feeds_step(tfperf):
@@ -185,7 +185,7 @@ def test_data_feeds_step(tfperf):
     def step(x):
         return tf.reduce_mean(tf.nn.conv2d(x, kernel, 1, "SAME"))
 
-    tfperf.iterate(ds, items_per_element=32, step=step)
+    tfperf.iterate(ds, items=32, step=step)
 
 
 # -- Keras 3 --------------------------------------------------------------------------------------

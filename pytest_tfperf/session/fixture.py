@@ -8,6 +8,7 @@ failure belongs to the test whose numbers moved.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, Protocol
 
@@ -92,16 +93,27 @@ class TfPerf:
         workload = Workload(call=_bind(fn, args, kwargs), items_per_iteration=float(items))
         return self._run({"": workload}, "call", roots=[fn, *args, *kwargs.values(), *functions])[""]
 
-    def iterate(self, dataset: Iterable[object], items_per_element: float = 1, *,
-                step: Callable[[object], object] | None = None, functions: Iterable[object] = ()) -> Measurement:
+    def iterate(self, dataset: Iterable[object], items: float = 1, *,
+                step: Callable[[object], object] | None = None, functions: Iterable[object] = (),
+                items_per_element: float | None = None) -> Measurement:
         """Pull elements from ``dataset``; with ``step``, feed each element to ``step(element)``.
 
-        One pull (and step) is one iteration. A finite dataset restarts with a
-        fresh iterator when it ends. With ``step`` the time spent waiting for
-        the next element is measured apart from the time in the step.
+        One pull (and step) is one iteration, and ``items`` the work of one
+        (as for ``tfperf(fn, items=...)``: samples in a batch, say). A finite
+        dataset restarts with a fresh iterator when it ends. With ``step`` the
+        time spent waiting for the next element is measured apart from the
+        time in the step. ``items_per_element`` is the old name of ``items``.
         """
+        if items_per_element is not None:
+            # One name for one idea (the work of one iteration); the old one goes in the next release.
+            if items != 1:
+                self._usage_error("tfperf.iterate(..., items=..., items_per_element=...) are the same setting: "
+                                  "keep items")
+            warnings.warn(f"{self._node_id}: tfperf.iterate(..., items_per_element=...) is renamed items=...; "
+                          "the old name goes in the next release", DeprecationWarning, stacklevel=2)
+            items = items_per_element
         self._claim("tfperf.iterate(...)")
-        self._check_items(items_per_element, "tfperf.iterate(..., items_per_element=...)")
+        self._check_items(items, "tfperf.iterate(..., items=...)")
         if not hasattr(dataset, "__iter__") and not hasattr(dataset, "__getitem__"):
             self._usage_error(f"tfperf.iterate(dataset, ...) needs an iterable such as a tf.data.Dataset, "
                               f"got {_kind(dataset)}")
@@ -109,11 +121,11 @@ class TfPerf:
             self._usage_error(f"tfperf.iterate(..., step=...) must be a callable taking one element, got {_kind(step)}")
         pull = dataset_puller(lambda: iter(dataset))
         if step is None:
-            workload = Workload(call=pull, items_per_iteration=float(items_per_element))
+            workload = Workload(call=pull, items_per_iteration=float(items))
         else:
             from pytest_tfperf.input_bound.pipeline_shape import shape_of
 
-            workload = Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items_per_element),
+            workload = Workload(call=pull, pull=pull, step=step, items_per_iteration=float(items),
                                        restarts=lambda: pull.restarts,
                                        fresh_pull=lambda: dataset_puller(lambda: iter(dataset)),
                                        handover=_handover if _is_tf_dataset(dataset) else None,

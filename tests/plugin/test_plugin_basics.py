@@ -60,7 +60,7 @@ def test_without_tfperf_the_workload_runs_once_as_a_smoke_test(pytester: pytest.
             class DS:
                 def __iter__(self):
                     return gen()
-            tfperf.iterate(DS(), items_per_element=4, step=lambda e: e * 2)
+            tfperf.iterate(DS(), items=4, step=lambda e: e * 2)
             assert pulled == [0]
         """
     )
@@ -164,8 +164,8 @@ def test_negative_items(tfperf):
 def test_not_callable(tfperf):
     tfperf(42)
 
-def test_bad_items_per_element(tfperf):
-    tfperf.iterate([1, 2], items_per_element=0)
+def test_bad_items(tfperf):
+    tfperf.iterate([1, 2], items=0)
 
 def test_bad_variant_name(tfperf):
     tfperf.compare({"a b": lambda: None})
@@ -187,8 +187,8 @@ _MISUSE_LINES = {
     "test_negative_items": "test_misuse.py::test_negative_items: tfperf(..., items=...) must be a positive number of "
                            "items per iteration, got -3",
     "test_not_callable": "test_misuse.py::test_not_callable: tfperf(fn, ...) needs a callable as fn, got int 42",
-    "test_bad_items_per_element": "test_misuse.py::test_bad_items_per_element: tfperf.iterate(..., "
-                                  "items_per_element=...) must be a positive number of items per iteration, got 0",
+    "test_bad_items": "test_misuse.py::test_bad_items: tfperf.iterate(..., "
+                      "items=...) must be a positive number of items per iteration, got 0",
     "test_bad_variant_name": "test_misuse.py::test_bad_variant_name: tfperf.compare(): variant names must be short "
                              "words like 'anti' or 'fix', got 'a b'",
     "test_bad_reference": "test_misuse.py::test_bad_reference: tfperf.compare(reference='c'): the reference must be "
@@ -257,3 +257,20 @@ def test_with_tensorflow_installed_nothing_is_said_and_nothing_imported(pytester
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["TF_IMPORTED=False"])  # looking for it did not import it
     result.stdout.no_fnmatch_line("*TensorFlow cannot be imported*")
+
+
+def test_the_old_name_of_iterates_items_still_works_with_a_deprecation_warning(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+def test_old(tfperf):
+    m = tfperf.iterate([1, 2, 3], items_per_element=4)
+    assert m.timings.items_per_iteration == 4
+
+def test_both(tfperf):
+    tfperf.iterate([1, 2, 3], items=4, items_per_element=4)
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "default::DeprecationWarning")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([  # the failure, then the warnings summary
+        "*test_both: tfperf.iterate(..., items=..., items_per_element=...) are the same setting: keep items*",
+        "*test_old: tfperf.iterate(..., items_per_element=...) is renamed items=...; the old name goes in the "
+        "next release*"])

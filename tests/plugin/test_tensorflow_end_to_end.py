@@ -43,7 +43,7 @@ def test_retraces(tfperf):
 
 def test_pipeline(tfperf):
     ds = tf.data.Dataset.range(10**6).map(lambda i: tf.cast(i, tf.float32)).batch(64)
-    tfperf.iterate(ds, items_per_element=64, step=lambda b: tf.reduce_sum(b))
+    tfperf.iterate(ds, items=64, step=lambda b: tf.reduce_sum(b))
 """
 
 
