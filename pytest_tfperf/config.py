@@ -110,7 +110,7 @@ MARKER_FIELDS: dict[str, str] = {
     "min_gpu_busy_fraction": "limit: share of the measured time the GPU ran a kernel (NVML, median round)",
     "gate": "compare with the stored baseline (default True)",
     "watchdog": "fail a stalled iteration instead of hanging (default True)",
-    "stall_multiple": "stall deadline as a multiple of the typical iteration",
+    "stall_multiple": "deprecated, goes in the next release: stall deadline as a multiple of the typical iteration",
     "stall_floor_s": "shortest stall deadline",
     "stall_timeout_s": "longest an iteration may run before it fails as stalled (and the first call's deadline)",
     "check_finite": "fail at the first non-finite loss returned by the workload",
@@ -145,6 +145,10 @@ class MarkerOptions:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], where: str) -> MarkerOptions:
         kwargs = _renamed_marker_arguments(kwargs, where)
+        for name, why in RETIRING_MARKER_ARGUMENTS.items():
+            if name in kwargs:
+                warnings.warn(f"{where}: @pytest.mark.tfperf({name}=...) goes in the next release: {why}",
+                              DeprecationWarning, stacklevel=3)
         unknown = sorted(set(kwargs) - set(MARKER_FIELDS))
         if unknown:
             known = ", ".join(sorted(MARKER_FIELDS))
@@ -166,6 +170,11 @@ class MarkerOptions:
 
 # Old marker spellings, accepted with a deprecation warning for one release (see CHANGELOG.md).
 RENAMED_MARKER_ARGUMENTS = {"stall_ceiling_s": "stall_timeout_s"}
+# Knobs nobody needs, still obeyed for one release with a deprecation warning (see CHANGELOG.md).
+RETIRING_MARKER_ARGUMENTS = {
+    "stall_multiple": "a stall is a call 100 times the typical one (at least stall_floor_s); for a fixed deadline "
+                      "use stall_timeout_s",
+}
 
 
 def _renamed_marker_arguments(kwargs: Mapping[str, Any], where: str) -> Mapping[str, Any]:

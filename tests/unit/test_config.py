@@ -40,3 +40,10 @@ def test_marker_rejects_bad_values(kwargs: dict[str, object]) -> None:
 def test_marker_keeps_valid_values() -> None:
     opts = MarkerOptions.from_kwargs({"budget_s": 1.5, "max_traces": 0, "check_finite": True}, "t")
     assert opts.budget_s == 1.5 and opts.max_traces == 0 and opts.check_finite
+
+
+def test_a_retiring_marker_argument_still_works_and_says_it_goes() -> None:
+    with pytest.warns(DeprecationWarning, match=r"test_x: @pytest.mark.tfperf\(stall_multiple=...\) goes in the next "
+                                                r"release: .*use stall_timeout_s"):
+        options = MarkerOptions.from_kwargs({"stall_multiple": 50}, "test_x")
+    assert options.stall_multiple == 50
