@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -230,31 +230,6 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
                     if isinstance(p, Profile) and len(cpu.get(side, ())) == p.windows else p
                     for side, p in profiles.items()}
     return every(reason, run_dir, profiles, **timings)
-
-
-def profile_pipeline(dataset: Iterable[Any], logdir: str | Path, *, name: str = "pipeline",
-                     windows: int = DEFAULT_WINDOWS, iterations: int = DEFAULT_ITERATIONS, warmup: int | None = None,
-                     consume: Callable[[Any], Any] | None = None, **options: Any) -> ProfileOutcome:
-    """Profile pulling elements from ``dataset`` (``iterations`` per window); ``consume`` stands for the step.
-
-    A finite dataset is iterated again when it ends, as epochs are, so work
-    that a ``cache`` saves from the second epoch on shows as it does in training.
-    The warm-up is a window's worth of elements unless told otherwise: a
-    pipeline fills its buffers while nobody pulls, and the first window would
-    read those elements as free.
-    """
-    state: dict[str, Iterator[Any]] = {"it": iter(dataset)}
-
-    def pull() -> Any:
-        try:
-            element = next(state["it"])
-        except StopIteration:
-            state["it"] = iter(dataset)
-            element = next(state["it"])
-        return consume(element) if consume is not None else element
-
-    return profile_step(pull, logdir, name=name, windows=windows, iterations=iterations,
-                        warmup=iterations if warmup is None else warmup, **options)
 
 
 def _calibrate(tf: Any, steps: Mapping[str, Callable[[], Any]], counts: Mapping[str, int],

@@ -41,7 +41,6 @@ PASS = "#1a7f37"
 FAIL = "#cf222e"
 REFRESH = "#bf8700"
 GRID = "#d0d7de"
-TICK = "#57606a"
 AXIS = "#8c959f"
 # Charts sit two to a row on a desktop (about 540 px) and one to a row on a phone (about 360 px):
 # 5.2 in (374 pt) shows 8 pt text at about 11 px on the first and 8 px on the second.

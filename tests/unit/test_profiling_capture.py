@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.profiling import capture
-from pytest_tfperf.profiling.capture import profile_pipeline, profile_step, profile_steps
+from pytest_tfperf.profiling.capture import profile_step, profile_steps
 from pytest_tfperf.profiling.xspace import ProfileUnavailable
 
 
@@ -147,21 +147,6 @@ def test_the_steps_own_exception_is_raised_after_the_profiler_stops(fake: FakePr
 def test_bad_window_counts_are_refused(fake: FakeProfiler, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="windows and iterations must be >= 1, got 0 and 5"):
         profile_step(lambda: None, tmp_path, windows=0, iterations=5)
-
-
-def test_a_pipeline_is_iterated_again_when_it_ends_as_epochs_are(fake: FakeProfiler, tmp_path: Path) -> None:
-    seen: list[int] = []
-    outcome = profile_pipeline([1, 2, 3], tmp_path, windows=2, iterations=4, warmup=1, consume=seen.append)
-    assert outcome.profile is not None
-    assert seen == [1, 2, 3, 1, 2, 3, 1, 2, 3]
-
-
-def test_a_pipeline_warms_up_a_window_so_buffered_elements_are_not_read_as_free(fake: FakeProfiler,
-                                                                               tmp_path: Path) -> None:
-    pulled: list[str] = []
-    profile_pipeline(range(100), tmp_path, windows=2, iterations=5,
-                     consume=lambda e: pulled.append(fake.events[-1] if fake.events else "before"))
-    assert pulled[:5] == ["before"] * 5 and len(pulled) == 15
 
 
 def test_sides_share_one_session_their_windows_alternating_each_marked_with_its_side(fake: FakeProfiler,
