@@ -1,13 +1,17 @@
-"""The package's house rules that a reviewer would otherwise count by hand: module size and unique module names.
+"""The package's house rules that a reviewer would otherwise count by hand: module size, unique module names,
+and no package code that only tests or benchmarks use.
 
 A module over ``MAX_LINES`` holds more than one idea: split it by idea. Two modules with one base name
 (``storage/history.py`` beside ``history.py``) make tracebacks, ``-k`` filters and conversations ambiguous:
-name each after what it holds.
+name each after what it holds. A definition nothing in the package names is shipped to users for the
+project's own validation, or is dead: it belongs in benchmarks/ or tests/, or nowhere.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import ast
+import re
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from tests.unit.test_import_graph import ROOT
@@ -69,3 +73,40 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     assert too_long(tmp_path, limit=3, allowed=frozenset({"storage/big.py"})) == []
     assert shared_names(tmp_path, allowed=frozenset()) == ["history.py: history.py, storage/history.py"]
     assert shared_names(tmp_path, allowed=frozenset({"storage/"})) == []
+
+
+# The catalog's shipped tests (collected from benchmarks/test_catalog.py) are the product, named by pytest only.
+SHIPPED_TESTS = "catalog/test_catalog.py"
+
+
+def unused_definitions(root: Path = ROOT) -> list[str]:
+    """Top-level functions, classes and constants that no other line of the package names (pytest hooks and
+    ``main`` entry points excepted: pytest and the console scripts name them)."""
+    texts = {p: p.read_text(encoding="utf-8") for p in root.rglob("*.py")}
+    words = Counter(w for t in texts.values() for w in re.findall(r"\w+", t))
+    found = []
+    for path, text in sorted(texts.items()):
+        if path.relative_to(root).as_posix() == SHIPPED_TESTS:
+            continue
+        for node in ast.parse(text).body:
+            names = ([node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
+                     [t.id for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()]
+                     if isinstance(node, ast.Assign) else [])
+            for name in names:
+                if name.startswith(("pytest_", "__")) or name == "main":
+                    continue
+                if words[name] <= 1:  # its own definition only
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {name}")
+    return found
+
+
+def test_every_definition_is_used_by_the_package_itself() -> None:
+    found = unused_definitions()
+    assert not found, "defined in the package but named nowhere else in it (move to tests/ or benchmarks/, " \
+                      "or delete):\n" + "\n".join(found)
+
+
+def test_an_unused_definition_is_found(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def used():\n    pass\n\ndef only_tests():\n    pass\n\nLIMIT = 3\n")
+    (tmp_path / "b.py").write_text("from a import used\n\ndef main():\n    used()\n")
+    assert unused_definitions(tmp_path) == ["a.py:4 only_tests", "a.py:7 LIMIT"]
