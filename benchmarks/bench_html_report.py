@@ -43,7 +43,7 @@ from pytest_tfperf.model import (
     MemorySource,
     Timings,
 )
-from pytest_tfperf.storage.results_json import load_results, write_results
+from pytest_tfperf.storage.results_json import load_results, results_to_dict, write_results
 
 RUNS = 50
 SLOW_FROM = 30
@@ -133,7 +133,7 @@ def main() -> int:
             results = args.results
         else:
             environment, measurements, effects = synthetic_catalog(rng)
-            results = write_results(work / "results.json", environment, measurements, effects=effects)
+            results = write_results(work / "results.json", results_to_dict(environment, measurements, effects=effects))
         results = with_explanations(Path(results), work / "results-explained.json")
         baselines = work / "baselines"
         BaselineStore(baselines).save(measurements, environment,

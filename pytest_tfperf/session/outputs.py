@@ -166,12 +166,12 @@ def _limit_lines(s: FinishedSession) -> list[str]:
 
 
 def _write_json(s: FinishedSession, written: list[str]) -> None:
-    from pytest_tfperf.storage.results_json import write_results
+    from pytest_tfperf.storage.results_json import results_to_dict, write_results
 
     assert s.config.json_path is not None  # write_outputs runs this step only then
-    write_results(s.config.json_path, s.environment(), s.outcomes,
-                  {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects, calibration=s.calibration,
-                  stored_gate=stored_gate_notes(s))
+    write_results(s.config.json_path, results_to_dict(
+        s.environment(), s.outcomes, {f.test_id: f.verdict_dict() for f in s.failures}, effects=s.effects,
+        calibration=s.calibration, stored_gate=stored_gate_notes(s)))
     written.append(f"results written to {s.config.json_path}")
 
 

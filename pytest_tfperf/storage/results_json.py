@@ -242,23 +242,10 @@ def results_to_dict(
     return document
 
 
-def write_results(
-    path: str | Path,
-    environment: Environment,
-    results: Iterable[Measurement | OutcomeLike],
-    verdicts: Mapping[str, VerdictLike] | None = None,
-    *,
-    created_at: datetime | None = None,
-    max_samples: int | None = DEFAULT_MAX_SAMPLES,
-    effects: Sequence[Mapping[str, Any]] = (),
-    calibration: Measurement | None = None,
-    stored_gate: StoredGateNotes | None = None,
-) -> Path:
-    """Write the results document to ``path`` atomically (parents created) and return the path."""
+def write_results(path: str | Path, document: JsonDict) -> Path:
+    """Write a results document (``results_to_dict``) to ``path`` atomically (parents created); the path."""
     path = Path(path)
-    text = render_json(results_to_dict(environment, results, verdicts, created_at=created_at,
-                                       max_samples=max_samples, effects=effects, calibration=calibration,
-                                       stored_gate=stored_gate))
+    text = render_json(document)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)

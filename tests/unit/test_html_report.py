@@ -23,7 +23,7 @@ from pytest_tfperf.model import (
     Timings,
 )
 from pytest_tfperf.reports.report_model import Band, build_report, prediction_band
-from pytest_tfperf.storage.results_json import write_results
+from pytest_tfperf.storage.results_json import results_to_dict, write_results
 from pytest_tfperf.reports.shards import load_shards
 
 ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")))
@@ -67,7 +67,7 @@ def results(tmp_path: Path, name: str = "r.json") -> Path:
     effects = [{"scenario": "demo", "anti": "anti", "fix": "fix", "metric": "throughput", "value": 4.0,
                 "spread": [3.0, 5.0], "min_effect": 1.5, "gated": True, "passed": True},
                {"scenario": "<b>bold</b>", "metric": "traces", "value": 1.0, "min_effect": 0.9, "passed": True}]
-    return write_results(tmp_path / name, ENV, tests, verdicts, effects=effects)
+    return write_results(tmp_path / name, results_to_dict(ENV, tests, verdicts, effects=effects))
 
 
 def baseline_dir(tmp_path: Path) -> Path:
@@ -198,7 +198,7 @@ def test_gpu_busy_fraction_is_shown_where_a_probe_recorded_it(tmp_path: Path) ->
     import dataclasses
 
     busy = dataclasses.replace(measurement("t.py::test_gpu"), extra_metrics=(("gpu_busy_fraction", 0.43),))
-    path = write_results(tmp_path / "r.json", ENV, [busy, measurement("t.py::test_cpu")])
+    path = write_results(tmp_path / "r.json", results_to_dict(ENV, [busy, measurement("t.py::test_cpu")]))
     report = build_report(load_shards([path]))
     assert {t.test_id: t.gpu_busy for t in report.tests} == {"t.py::test_gpu": 0.43, "t.py::test_cpu": None}
     page = html_report.render_html(report)
@@ -216,8 +216,8 @@ class Paired:
 def test_rounds_are_drawn_against_the_partner_or_the_reference_variant(tmp_path: Path) -> None:
     ours, theirs = measurement("t.py::test_a"), measurement("t.py::test_a", speed=0.9)
     anti, fix = measurement("t.py::test_v[case-anti]", 0.5), measurement("t.py::test_v[case-fix]")
-    path = write_results(tmp_path / "r.json", ENV, [Paired(ours, "measured beside origin/main", theirs),
-                                                    Paired(fix, "paired with 'anti'"), Paired(anti, "")])
+    path = write_results(tmp_path / "r.json", results_to_dict(ENV, [Paired(ours, "measured beside origin/main", theirs),
+                                                    Paired(fix, "paired with 'anti'"), Paired(anti, "")]))
     views = {t.test_id: t for t in build_report(load_shards([path])).tests}
     partner = views["t.py::test_a"]
     assert partner.reference_label == "measured beside origin/main"

@@ -54,9 +54,9 @@ class FakeOutcome:
 
 def test_results_round_trip_with_environment_measurements_and_verdicts(tmp_path: Path) -> None:
     a, b, c = measurement("t::a"), measurement("t::b", seed=1), measurement("t::c", seed=2)
-    path = write_results(tmp_path / "out" / "results.json", ENV,
+    path = write_results(tmp_path / "out" / "results.json", results_to_dict(ENV,
                          [FakeOutcome(a, FakeVerdict("regressed")), FakeOutcome(b), c],
-                         {"t::c": {"status": "unchanged"}, "t::errored": {"status": "error"}}, created_at=WHEN)
+                         {"t::c": {"status": "unchanged"}, "t::errored": {"status": "error"}}, created_at=WHEN))
     doc = load_results(path)
     assert doc.environment.fingerprint == ENV.fingerprint and doc.environment.soft_dict() == {"hostname": "ci-3"}
     assert doc.measurements == (a, b, c)
@@ -80,9 +80,11 @@ def test_results_document_layout(tmp_path: Path) -> None:
 
 def test_samples_are_bounded_unless_asked_otherwise(tmp_path: Path) -> None:
     big = measurement("t::big", rounds=4, per_round=5000)
-    bounded = load_results(write_results(tmp_path / "a.json", ENV, [big], max_samples=400)).measurements[0]
+    bounded = load_results(write_results(tmp_path / "a.json",
+                                         results_to_dict(ENV, [big], max_samples=400))).measurements[0]
     assert bounded.timings == subsample_timings(big.timings, 400)
-    full = load_results(write_results(tmp_path / "b.json", ENV, [big], max_samples=None)).measurements[0]
+    full = load_results(write_results(tmp_path / "b.json",
+                                      results_to_dict(ENV, [big], max_samples=None))).measurements[0]
     assert full == big
 
 
@@ -114,7 +116,7 @@ def test_a_verdict_that_cannot_be_stored_is_refused_with_its_place() -> None:
 
 
 def test_a_failed_write_keeps_the_previous_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")])
+    path = write_results(tmp_path / "r.json", results_to_dict(ENV, [measurement("t::a")]))
     before = path.read_bytes()
 
     def refuse(*args: object) -> None:
@@ -122,7 +124,7 @@ def test_a_failed_write_keeps_the_previous_results(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(StorageError, match="cannot write the results to .*No space left"):
-        write_results(path, ENV, [measurement("t::b")])
+        write_results(path, results_to_dict(ENV, [measurement("t::b")]))
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
@@ -140,7 +142,7 @@ def test_a_failed_write_keeps_the_previous_results(tmp_path: Path, monkeypatch: 
     ],
 )
 def test_bad_results_files_are_refused_naming_the_file(tmp_path: Path, edit: Any, expected: str) -> None:
-    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")])
+    path = write_results(tmp_path / "r.json", results_to_dict(ENV, [measurement("t::a")]))
     data = json.loads(path.read_text())
     edit(data)
     path.write_text(json.dumps(data))
@@ -150,7 +152,7 @@ def test_bad_results_files_are_refused_naming_the_file(tmp_path: Path, edit: Any
 
 
 def test_a_truncated_results_file_is_refused(tmp_path: Path) -> None:
-    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")])
+    path = write_results(tmp_path / "r.json", results_to_dict(ENV, [measurement("t::a")]))
     path.write_bytes(path.read_bytes()[:-40])
     with pytest.raises(StorageError, match="truncated or corrupted; write it again with `pytest --tfperf"):
         load_results(path)
@@ -169,7 +171,7 @@ def test_a_compare_verdict_dataclass_is_stored_field_by_field(tmp_path: Path) ->
     slow = dataclasses.replace(slow, timings=Timings(tuple(s * 2 for s in slow.timings.samples_ns),
                                                      slow.timings.round_sizes, 16.0, 10**8))
     verdict = judge_rounds(slow, base, Tolerances())
-    doc = load_results(write_results(tmp_path / "r.json", ENV, [FakeOutcome(slow, verdict)]))
+    doc = load_results(write_results(tmp_path / "r.json", results_to_dict(ENV, [FakeOutcome(slow, verdict)])))
     stored = doc.verdict("t::a")
     assert stored is not None and stored["status"] == "regressed" and stored["test_id"] == "t::a"
     throughput = stored["metrics"][0]
@@ -194,7 +196,8 @@ def test_golden_v1_results_file_loads_and_is_rewritten_identically(tmp_path: Pat
     assert doc.verdict(m.test_id)["metrics"][0]["relative_change"] == -0.126  # type: ignore[index]
     assert doc.environment.fingerprint == m.environment_id == "1a1c4d699a555c4d"
     created = datetime.strptime(doc.created_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    again = write_results(tmp_path / "r.json", doc.environment, [m], dict(doc.verdicts), created_at=created)
+    again = write_results(tmp_path / "r.json",
+                          results_to_dict(doc.environment, [m], dict(doc.verdicts), created_at=created))
     text = again.read_text()
     version = json.loads(text)["written_by"]
     # Version 1 has nothing that later versions read differently: the rewrite differs in the version only.
@@ -211,11 +214,11 @@ class OutcomeWithBaseline:
 
 def test_each_test_says_what_its_verdict_compared_with(tmp_path: Path) -> None:
     a, b, c = measurement("t::a"), measurement("t::b", seed=1), measurement("t::c", seed=2)
-    path = write_results(tmp_path / "results.json", ENV, [
+    path = write_results(tmp_path / "results.json", results_to_dict(ENV, [
         OutcomeWithBaseline(a, FakeVerdict("regressed"), "measured beside origin/main"),
         OutcomeWithBaseline(b, FakeVerdict("unchanged"), "stored baseline"),
         OutcomeWithBaseline(c, None, ""),
-    ], created_at=WHEN)
+    ], created_at=WHEN))
     doc = load_results(path)
     assert dict(doc.compared_with) == {"t::a": "measured beside origin/main", "t::b": "stored baseline"}
     assert "compared_with" not in json.loads(path.read_text())["tests"]["t::c"]
@@ -233,14 +236,14 @@ def test_effects_and_the_partner_measurement_round_trip(tmp_path: Path) -> None:
     ours, theirs = measurement("t::a"), measurement("t::a", seed=5)
     effect = {"scenario": "input_pipeline", "anti": "anti", "fix": "fix", "metric": "throughput",
               "value": float("inf"), "spread": [1.5, 2.5], "min_effect": 1.3, "gated": True, "passed": True}
-    path = write_results(tmp_path / "r.json", ENV, [PairedOutcome(ours, FakeVerdict("unchanged"),
+    path = write_results(tmp_path / "r.json", results_to_dict(ENV, [PairedOutcome(ours, FakeVerdict("unchanged"),
                                                                   "measured beside main", theirs)],
-                         created_at=WHEN, effects=[effect])
+                         created_at=WHEN, effects=[effect]))
     doc = load_results(path)
     assert doc.references["t::a"].timings.rounds == theirs.timings.rounds
     (loaded,) = doc.effects
     assert loaded["value"] == "inf" and loaded["spread"] == [1.5, 2.5]  # non-finite floats as in the rest of the file
-    plain = write_results(tmp_path / "plain.json", ENV, [ours], created_at=WHEN)
+    plain = write_results(tmp_path / "plain.json", results_to_dict(ENV, [ours], created_at=WHEN))
     assert "effects" not in json.loads(plain.read_text()) and not load_results(plain).effects
 
 
@@ -251,12 +254,13 @@ def test_what_the_stored_gate_could_not_see_round_trips_and_version_5_files_stil
         lines=("stored baselines: against their runs, slowdowns of 38% to 74% (median 51%) are caught on this "
                "machine", "t::a: no baseline for this environment (fingerprint abc); recorded only for: ..."),
         no_baseline_for_environment=("t::a",))
-    path = write_results(tmp_path / "r.json", ENV, [measurement("t::a")], created_at=WHEN, stored_gate=notes)
+    path = write_results(tmp_path / "r.json",
+                         results_to_dict(ENV, [measurement("t::a")], created_at=WHEN, stored_gate=notes))
     assert json.loads(path.read_text())["stored_gate"]["no_baseline_for_environment"] == ["t::a"]
     assert load_results(path).stored_gate == notes
     # Nothing to say: no key, so the file is what version 5 wrote, and a version-5 file reads as before.
-    plain = write_results(tmp_path / "plain.json", ENV, [measurement("t::a")], created_at=WHEN,
-                          stored_gate=StoredGateNotes())
+    plain = write_results(tmp_path / "plain.json", results_to_dict(ENV, [measurement("t::a")], created_at=WHEN,
+                          stored_gate=StoredGateNotes()))
     data = json.loads(plain.read_text())
     assert "stored_gate" not in data
     data["schema_version"] = 5

@@ -117,7 +117,7 @@ def test_the_reports_say_unconfirmed_with_the_reason(tmp_path: Path) -> None:
     assert markdown[-1] == f"- `{TEST_ID}`: {o.verdict.unconfirmed_reason}"
     assert "| unconfirmed |" in markdown[4]
 
-    path = write_results(tmp_path / "r.json", ENV, [o])
+    path = write_results(tmp_path / "r.json", results_to_dict(ENV, [o]))
     (view,) = build_report(load_shards([path])).tests
     assert view.status == "unconfirmed" and not view.failed
     assert view.messages[0] == f"unconfirmed, not failed: {o.verdict.unconfirmed_reason}"
