@@ -205,6 +205,11 @@ def _hint(att: Attribution) -> str | None:
     than any cause listed: where to look instead (the profile cannot name what it did not trace)."""
     if att.path == DEVICE or not att.profiled_moved or att.profiled <= 0 or att.pipeline:
         return None  # (a tf.data stage or function that moved is named above: the hints are for when none is)
+    if not att.adds_up and abs(att.timed_vs_profiled) > att.profiled_noise:
+        # The pass moved by another amount than the timed rounds, beyond its own noise: what lies outside its
+        # ops is then partly the pass's own difference, and a guess about it (seen: "Python work" for a sleep,
+        # and for a layer added to a 1 ms step whose pass moved 4x the rounds) accuses the wrong code.
+        return None
     untraced = att.untraced if att.frame == CPU_FRAME else att.outside
     if untraced > 0.5 * att.profiled and all(untraced > abs(c.wall or c.delta) for c in att.causes):
         return ("most of the profiled change is outside every op and stage TensorFlow traced: Python work "
