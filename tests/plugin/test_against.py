@@ -61,7 +61,9 @@ def tf_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
         (root / tree / "test_work.py").write_text(TF_MODULE.format(mib=mib, extra=extra))
         (root / tree / "pytest.ini").write_text("[pytest]\n")
     out = root / "results.json"
-    proc = run(root / "change", "--tfperf-against=../baseline", "--tfperf-budget=0.3", f"--tfperf-json={out}")
+    # Explanations are tested on their own (test_explain_against.py); here they would profile every red test.
+    proc = run(root / "change", "--tfperf-against=../baseline", "--tfperf-budget=0.3", "--no-tfperf-explain",
+               f"--tfperf-json={out}")
     return proc, load_results(out)
 
 

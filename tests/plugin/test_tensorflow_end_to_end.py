@@ -127,6 +127,7 @@ def test_a_refresh_of_a_one_test_suite_measures_the_calibration_in_every_process
     (root / "test_one.py").write_text(ONE_TEST)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     common = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", "--tfperf-budget=0.3",
+              "--no-tfperf-explain",  # the calibration is the subject; a refresh would also profile each test
               "-W", "ignore::DeprecationWarning", "test_one.py"]
     refresh = subprocess.run([*common, "--tfperf-update", "--tfperf-runs=3"], cwd=root, env=env,
                              capture_output=True, text=True, timeout=600)

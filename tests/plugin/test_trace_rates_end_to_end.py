@@ -67,7 +67,9 @@ def _pytest(directory: Path, *args: str, retrace: bool = False) -> tuple[subproc
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", f"--tfperf-json={out}",
          # Throughput only warns: this test is about traces, and the VM's speed is not (docs/explanation/gates.md).
-         "--tfperf-throughput-gate=warn", "-W", "ignore::DeprecationWarning", *args, "test_traces.py"],
+         "--tfperf-throughput-gate=warn", "-W", "ignore::DeprecationWarning",
+         # Nor about explanations: a profiled pass of a model recompiled every call costs most of this test.
+         "--no-tfperf-explain", *args, "test_traces.py"],
         cwd=directory, env=env, capture_output=True, text=True, timeout=400,
     )
     return proc, load_results(out) if out.exists() else None
