@@ -4,7 +4,8 @@ Every `tfperf-compare`, `tfperf-report` and `python -m pytest_tfperf.gpu_check` 
 README, the tutorial and the how-to pages runs here, verbatim, in a folder holding the files it names (the
 results of two small `pytest --tfperf` runs, shards of them, a baseline folder). A command that a script no
 longer accepts (a flag renamed, a value syntax dropped) fails this test, as `--tolerance 10%` once would
-have. The rest are accounted for: the tutorial's commands run in ``test_tutorial.py``, the CI workflows' in
+have. The README's refresh, commit and gate run as written too. The rest are accounted for: the tutorial's
+commands run in ``test_tutorial.py``, the CI workflows' in
 ``test_ci_workflows.py``, the README's main-job and test commands are what CI itself runs, and every
 `pytest` command's options are checked against `pytest --help` (``tests/unit/test_docs_snippets.py``);
 installs, pushes and the commands that need a user's own repository history are listed with the reason
@@ -32,8 +33,8 @@ NOT_RUN = {
     ".venv/bin/pip install": "the README's set-up: what CI itself runs (.ci/run)",
     ".venv/bin/python -m pytest": "the README's main job and test suite: what CI and the main job run",
     "pip install": "an install into the reader's environment",
-    "git add": "the reader's own repository",
-    "git commit": "the reader's own repository",
+    "git add": "the reader's own repository (the README's refresh, commit and gate run below)",
+    "git commit": "the reader's own repository (the README's refresh, commit and gate run below)",
     "git tag": "the reader's own repository",
     "git push": "the reader's own repository",
     "tfperf-bisect": "needs the reader's history (v1.4, main, perf-green); tests/plugin/test_bisect_git.py runs "
@@ -96,6 +97,35 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             run_tfperf(root, 1000, "-k", test, f"--tfperf-json={shards}/results-{group}.json")
     shutil.copytree(root / "pr-shards", root / "shards")
     return root
+
+
+def readme_baseline_block() -> list[str]:
+    """The README's baseline commands: the block that refreshes, commits and gates."""
+    for block in all_blocks():
+        found = commands(block)
+        if block.page.name == "README.md" and "pytest --tfperf --tfperf-update" in found:
+            return found
+    raise AssertionError("the README shows no baseline refresh")
+
+
+def test_the_readmes_baseline_commands_run_as_written(tmp_path: Path) -> None:
+    """Refresh, commit, gate: verbatim, in a git repository holding a small test (an ini file shortens the
+    measuring and the refresh's processes; the commands stay as written)."""
+    (tmp_path / "test_work.py").write_text(WORKLOAD.format(work=1000), encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntfperf_budget = 0.1\ntfperf_runs = 2\n", encoding="utf-8")
+    git = ["git", "-c", "user.name=reader", "-c", "user.email=reader@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    for command in readme_baseline_block():
+        tokens = shlex.split(command)
+        argv = ([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *tokens[1:]] if tokens[0] == "pytest"
+                else [*git, *tokens[1:]] if tokens[0] == "git" else tokens)
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"README: {command}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    assert (tmp_path / "benchmarks" / "baselines").is_dir()
+    log = subprocess.run(["git", "log", "--stat", "--oneline"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert "perf baselines" in log and "benchmarks/baselines/" in log
 
 
 @pytest.mark.parametrize("where,command", [pc for pc in page_commands() if is_script(pc[1])],
