@@ -137,7 +137,7 @@ def pytest_run(cwd: Path, *args: str) -> tuple[float, int, str]:
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tfperf", *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
-    return time.monotonic() - start, proc.returncode, proc.stdout[-3000:]
+    return time.monotonic() - start, proc.returncode, proc.stdout[-8000:]
 
 
 def verdicts(path: Path) -> list[dict[str, Any]]:
@@ -159,8 +159,12 @@ def session(root: Path, label: str, i: int) -> dict[str, Any]:
     out = root / f"{label}-{i}.json"
     wall, code, tail = pytest_run(root / "change", "--tfperf-against=../base", f"--tfperf-json={out}")
     rows = verdicts(out) if out.exists() else []
+    # A red session keeps what its verdicts said of their confirmation (which pair read what), so that a false
+    # alarm can be traced to its path afterwards; a crashed one keeps its output's tail.
+    said = [line for line in tail.splitlines() if "confirmed" in line or "could not be measured again" in line]
     return {"label": label, "i": i, "wall_s": wall, "exit": code, "rows": rows,
-            "load": os.getloadavg()[0], "tail": tail if code not in (0, 1) else ""}
+            "load": os.getloadavg()[0], "tail": tail if code not in (0, 1) else "",
+            "confirmations": said if code == 1 else []}
 
 
 def summarise(sessions: list[dict[str, Any]]) -> dict[str, Any]:
