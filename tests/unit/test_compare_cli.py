@@ -13,7 +13,7 @@ import pytest
 
 from pytest_tfperf.cli import compare as compare_cli
 from pytest_tfperf.model import Environment, Measurement, MemoryPeak, MemorySource, Timings
-from pytest_tfperf.storage.results_json import write_results
+from pytest_tfperf.storage.results_json import results_to_dict, write_results
 
 ENV = Environment(hard=(("cpu_model", "Xeon"), ("tensorflow", "2.21.0")), soft=(("hostname", "ci-1"),))
 
@@ -28,7 +28,7 @@ def measurement(test_id: str, *, slowdown: float = 1.0, seed: int = 0, rounds: i
 
 
 def results(path: Path, *measurements: Measurement, env: Environment = ENV) -> Path:
-    return write_results(path, env, list(measurements))
+    return write_results(path, results_to_dict(env, list(measurements)))
 
 
 def run(*argv: str | Path) -> tuple[int, str, str]:

@@ -113,15 +113,15 @@ def test_the_requested_allocation_is_parsed_with_its_dtype() -> None:
 
 def test_failures_go_to_the_summary_and_round_trip_through_the_results_json(tmp_path: Path) -> None:
     from pytest_tfperf.model import Environment
-    from pytest_tfperf.storage.results_json import load_results, write_results
+    from pytest_tfperf.storage.results_json import load_results, results_to_dict, write_results
 
     failure = diagnose_failure(NonFiniteError(3, "output", float("inf")), "tests/test_a.py::test_nan")
     assert failure is not None
     lines = failure_summary_lines([failure])
     assert lines[0] == ("tests/test_a.py::test_nan: FAILED (non_finite): non-finite value at iteration 3 "
                         "(counting the first call as 0): output = inf")
-    path = write_results(tmp_path / "r.json", Environment(hard=(("tf", "2.21"),)), [],
-                         {failure.test_id: failure.verdict_dict()})
+    path = write_results(tmp_path / "r.json", results_to_dict(Environment(hard=(("tf", "2.21"),)), [],
+                                                              {failure.test_id: failure.verdict_dict()}))
     doc = load_results(path)
     verdict = doc.verdict("tests/test_a.py::test_nan")
     assert verdict is not None and verdict["status"] == "failed" and verdict["kind"] == "non_finite"

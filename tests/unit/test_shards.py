@@ -9,7 +9,7 @@ import pytest
 
 from pytest_tfperf.cli import compare as compare_cli
 from pytest_tfperf.model import Environment
-from pytest_tfperf.storage.results_json import write_results
+from pytest_tfperf.storage.results_json import results_to_dict, write_results
 from pytest_tfperf.reports.shards import ShardError, expand_paths, load_shards
 from tests.unit.test_compare_cli import ENV, measurement
 
@@ -17,7 +17,8 @@ GPU_ENV = Environment(hard=(("cpu_model", "Xeon"), ("gpu", "H100"), ("tensorflow
 
 
 def shard(path: Path, *ids: str, env: Environment = ENV, slowdown: float = 1.0) -> Path:
-    return write_results(path, env, [measurement(i, seed=n, slowdown=slowdown) for n, i in enumerate(ids)])
+    measured = [measurement(i, seed=n, slowdown=slowdown) for n, i in enumerate(ids)]
+    return write_results(path, results_to_dict(env, measured))
 
 
 def test_shards_merge_each_test_keeping_its_environment(tmp_path: Path) -> None:
