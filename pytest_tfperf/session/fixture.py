@@ -93,7 +93,7 @@ class TfPerf:
         workload = Workload(call=_bind(fn, args, kwargs), items_per_iteration=float(items))
         return self._run({"": workload}, "call", roots=[fn, *args, *kwargs.values(), *functions])[""]
 
-    def iterate(self, dataset: Iterable[object], items: float = 1, *,
+    def iterate(self, dataset: Iterable[object], items: float | None = None, *,
                 step: Callable[[object], object] | None = None, functions: Iterable[object] = (),
                 items_per_element: float | None = None) -> Measurement:
         """Pull elements from ``dataset``; with ``step``, feed each element to ``step(element)``.
@@ -106,12 +106,13 @@ class TfPerf:
         """
         if items_per_element is not None:
             # One name for one idea (the work of one iteration); the old one goes in the next release.
-            if items != 1:
+            if items is not None:
                 self._usage_error("tfperf.iterate(..., items=..., items_per_element=...) are the same setting: "
                                   "keep items")
             warnings.warn(f"{self._node_id}: tfperf.iterate(..., items_per_element=...) is renamed items=...; "
                           "the old name goes in the next release", DeprecationWarning, stacklevel=2)
             items = items_per_element
+        items = 1 if items is None else items  # None: not given (so that both names given is caught even at 1)
         self._claim("tfperf.iterate(...)")
         self._check_items(items, "tfperf.iterate(..., items=...)")
         if not hasattr(dataset, "__iter__") and not hasattr(dataset, "__getitem__"):

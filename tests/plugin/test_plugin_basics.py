@@ -266,7 +266,7 @@ def test_old(tfperf):
     assert m.timings.items_per_iteration == 4
 
 def test_both(tfperf):
-    tfperf.iterate([1, 2, 3], items=4, items_per_element=4)
+    tfperf.iterate([1, 2, 3], items=1, items_per_element=4)  # even at the default value, both given is refused
 """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "default::DeprecationWarning")
     result.assert_outcomes(passed=1, failed=1)
