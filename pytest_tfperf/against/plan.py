@@ -1,4 +1,4 @@
-"""The --tfperf-against gate's measuring plan: looks, and the confirmation by two fresh processes.
+"""The --tfperf-against gate's measuring plan: looks, and the confirmation by two fresh pairs of processes.
 
 Why this plan (docs/explanation/gates.md): on a shared runner only the two versions
 taking turns see a 10% change, but two live processes keep some of their
@@ -12,11 +12,15 @@ however many rounds, is evidence about that pair. The plan:
 2. Second look, only when the first is borderline: 20 more rounds beside the
    same partner process, judged pooled.
 3. A throughput regression from either look fails the test only when two
-   fresh processes, one of each tree, taking turns with as many rounds, read
-   a regression too; an improvement is said only when they read one too. A false alarm then needs two independent pairs of
-   processes to err the same way. Each look's test is one-sided at a nominal
-   1%; on rounds that move in spells one look alone errs 3-6% of the time
-   (``benchmarks/paired_calibration.py``), so the second pair is load-bearing.
+   fresh pairs of processes, one process of each tree in each, taking turns
+   with as many rounds, read a regression too, one pair after the other
+   (``gates.paired.PAIRS_TO_FAIL``); an improvement is said only when one
+   fresh pair reads one too. A false alarm then needs three independent
+   pairs of processes to err the same way. Each look's test is one-sided at
+   a nominal 1%; on rounds that move in spells one look alone errs 1.4-6% of
+   the time (``benchmarks/paired_calibration.py``), and two pairs erred
+   together about once in 440 A/A verdicts, so the fresh pairs are
+   load-bearing.
    When the fresh pair's evidence is borderline (too few rounds worth of
    independent evidence to tell, as when its rounds move together in
    spells), the same fresh pair measures as many rounds again and the pooled
@@ -91,14 +95,14 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
 
     Borderline evidence is measured once more beside the same partner
     process and the pooled rounds decide (a second look, no new process).
-    A throughput regression must then be seen again by two processes that
-    are both fresh, one of each tree, taking turns (``confirm``):
+    A throughput regression must then be seen again by two fresh pairs of
+    processes, each pair, one of each tree, taking turns (``confirm``):
     a process keeps some of its speed for as long as it lives (thread
     placement, memory layout, the buffer sizes tf.data's autotuner chose),
     so a pair of processes can read a few percent apart on unchanged code
     in every round, and pooling more rounds of the same pair only makes
-    that surer. Replacing both processes makes a false alarm need two
-    independent pairs to err the same way.
+    that surer. Replacing both processes, twice, makes a false alarm need
+    three independent pairs to err the same way (``PAIRS_TO_FAIL``).
     """
     from pytest_tfperf.gates.pooling import pool
 
@@ -123,36 +127,64 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
                                        dataclasses.replace(settings, rounds=rounds, min_rounds=rounds))
     if not throughput_regressed(outcome):
         return outcome
-    confirmation, why = session._confirm_against(test_id, dataclasses.replace(settings, rounds=rounds,
-                                                                           min_rounds=rounds))
-    if confirmation is None:
-        outcome.notices.append(f"{test_id}: the regression could not be measured again in two fresh processes "
-                               f"({why}); the first measurement decided")
-        return outcome
+    from pytest_tfperf.gates.paired import PAIRS_TO_FAIL
+
+    confirm_settings = dataclasses.replace(settings, rounds=rounds, min_rounds=rounds)
+    read = [_said(outcome, "a regression")]  # what each pair read, this process's first
+    for pair in range(1, PAIRS_TO_FAIL):
+        confirmation, why = session._confirm_against(test_id, confirm_settings)
+        if confirmation is None:
+            decided = "the first measurement decided" if pair == 1 else f"the first {_count(pair)} pairs decided"
+            outcome.notices.append(f"{test_id}: the regression could not be measured again in {_fresh(pair)} "
+                                   f"({why}); {decided}")
+            return outcome
+        again, confirmation, looked = _fresh_pair_verdict(session, test_id, confirmation, options, confirm_settings)
+        said = _said(again, "no throughput verdict")
+        if throughput_regressed(again):
+            outcome.notices.append(f"{test_id}: confirmed {'in' if pair == 1 else 'again in'} {_fresh(pair)}, one "
+                                   f"of each version, taking turns{looked}: {said}")
+            read.append(said)
+            continue
+        again.notices[:0] = outcome.notices  # what led here (a second look, an earlier pair) stays said
+        seen = "" if pair == 1 else f" and {_count(pair - 1)} fresh pair{'s' * (pair > 2)} confirmed it"
+        again.notices.append(f"{test_id}: not confirmed: this process read {read[0]}{seen}; {_fresh(pair)}, one "
+                             f"of each version, taking turns{looked}, did not ({said}); the fresh pair's figures "
+                             "are reported")
+        measured[name] = confirmation[0]
+        return again
+    return outcome
+
+
+_COUNTS = {1: "one", 2: "two", 3: "three", 4: "four"}
+
+
+def _count(n: int) -> str:
+    return _COUNTS.get(n, str(n))
+
+
+def _fresh(pair: int) -> str:
+    """The processes of the ``pair``-th fresh pair, as a notice names them."""
+    return "two fresh processes" if pair == 1 else "another two fresh processes"
+
+
+def _fresh_pair_verdict(session: TfPerfSession, test_id: str, confirmation: tuple[Measurement, Measurement],
+                        options: MarkerOptions, settings: RunSettings
+                        ) -> tuple[Outcome, tuple[Measurement, Measurement], str]:
+    """A fresh pair's verdict; when it is borderline (its bounds straddle the threshold), as many rounds again
+    beside the same two fresh processes, pooled: not asking would let a pair that saw too little clear a
+    regression. Returns the verdict, the (pooled) measurements and how the notice says it looked."""
+    from pytest_tfperf.gates.pooling import pool
+
     again = session._evaluate_against(confirmation[0], confirmation[1], options)
-    looked = ""
-    if borderline(again) and not throughput_regressed(again):
-        # The fresh pair could not tell (its bounds straddle the threshold): as many rounds again beside the
-        # same two fresh processes, pooled. Not asking would let a pair that saw too little clear a regression.
-        more, _ = session._confirm_against(test_id, dataclasses.replace(settings, rounds=rounds, min_rounds=rounds),
-                                           False)
-        if more is not None:
-            confirmation = (pool(confirmation[0], more[0]), pool(confirmation[1], more[1]))
-            again = session._evaluate_against(confirmation[0], confirmation[1], options)
-            looked = (f" (measured twice, {len(confirmation[0].timings.round_sizes)} rounds a side pooled, "
-                      "because its first verdict was borderline)")
-    said = _said(again, "no throughput verdict")
-    if throughput_regressed(again):
-        outcome.notices.append(f"{test_id}: confirmed in two fresh processes, one of each version, taking "
-                               f"turns{looked}: {said}")
-        return outcome
-    again.notices[:0] = outcome.notices  # what led here (a second look, an improvement not confirmed) stays said
-    again.notices.append(f"{test_id}: not confirmed: this process read "
-                         f"{_said(outcome, 'a regression')}; two fresh processes, one "
-                         f"of each version, taking turns{looked}, did not ({said}); the fresh pair's figures are "
-                         "reported")
-    measured[name] = confirmation[0]
-    return again
+    if not (borderline(again) and not throughput_regressed(again)):
+        return again, confirmation, ""
+    more, _ = session._confirm_against(test_id, settings, False)
+    if more is None:
+        return again, confirmation, ""
+    confirmation = (pool(confirmation[0], more[0]), pool(confirmation[1], more[1]))
+    again = session._evaluate_against(confirmation[0], confirmation[1], options)
+    return again, confirmation, (f" (measured twice, {len(confirmation[0].timings.round_sizes)} rounds a side "
+                                 "pooled, because its first verdict was borderline)")
 
 
 def _confirm_improvement(session: TfPerfSession, test_id: str, measured: dict[str, Measurement], name: str,

@@ -182,11 +182,21 @@ def _lag1_rank_correlation(values: Sequence[float]) -> float:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
 
 
+# A ``--tfperf-against`` regression fails only when this many independent pairs of processes read it: the
+# first pair and two fresh ones (``against.plan``). One look at the nominal one-sided 1% says "slower" on
+# unchanged code 1.4% to 6% of the time when its rounds move in spells (benchmarks/paired_calibration.py), and
+# a pair of processes can sit a few percent apart for its whole life; with two pairs a false alarm was
+# measured at about 1 in 440 A/A verdicts, so a third pair takes the product of the looks' rates below the
+# gate's 1 in 1,000 even at the worst rate measured per look (6% cubed: 2 in 10,000).
+PAIRS_TO_FAIL = 3
+
+
 def confirmed_tolerances(tol: Tolerances) -> Tolerances:
-    """The tolerances of each look of a verdict that fails only when a second, independent pair of processes
-    confirms it (``--tfperf-against``): each look is asked for the square root of the power, so that the
-    slowdown a verdict says it catches is caught that often by both looks together (0.975 each for 95%)."""
-    return dataclasses.replace(tol, power=math.sqrt(tol.power))
+    """The tolerances of each look of a verdict that fails only when ``PAIRS_TO_FAIL`` independent pairs of
+    processes read it (``--tfperf-against``): each look is asked for the ``PAIRS_TO_FAIL``-th root of the
+    power, so that the slowdown a verdict says it catches is caught that often by all looks together (0.983
+    each for 95%)."""
+    return dataclasses.replace(tol, power=tol.power ** (1.0 / PAIRS_TO_FAIL))
 
 
 # The first look of a paired verdict (``against.plan``): rounds end early when the change is already

@@ -156,9 +156,11 @@ def test_against_a_git_revision_checked_out_for_the_run_and_removed_after(tmp_pa
     assert proc.returncode == 1, out + proc.stderr
     assert "test_py.py::test_rss: performance regressed against HEAD~1" in out
     assert "peak_rss_hwm[host]" in out
-    # A throughput regression fails only once confirmed by two fresh processes, one of each tree, in turns.
-    # (a fresh pair that could not tell at first says "taking turns (measured twice, ...)")
+    # A throughput regression fails only once confirmed by two fresh pairs of processes, one of each tree in
+    # each, in turns (a fresh pair that could not tell at first says "taking turns (measured twice, ...)").
     assert "test_py.py::test_slow: confirmed in two fresh processes, one of each version, taking turns" in out
+    assert "test_py.py::test_slow: confirmed again in another two fresh processes, one of each version, taking " \
+           "turns" in out
     assert "test_py.py::test_slow: performance regressed against HEAD~1" in out
     # The old version died mid-measurement: that test and the next are judged alone, and say why.
     assert "test_py.py::test_crashes_there: measured beside HEAD~1 but its figures were lost" in out

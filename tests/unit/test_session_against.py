@@ -1,5 +1,5 @@
 """The session's --tfperf-against plan with the partners faked: a second look when borderline, pooled; a
-regression confirmed by two fresh processes before it fails."""
+regression confirmed by two fresh pairs of processes, one after the other, before it fails."""
 
 from __future__ import annotations
 
@@ -77,9 +77,11 @@ def test_a_regression_seen_at_the_second_look_is_confirmed_with_as_many_rounds()
 
     s._confirm_against = confirm  # type: ignore[method-assign]
     outcome = s._judge_against(TEST_ID, {"": BORDERLINE}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
-    assert asked == [40]
+    assert asked == [40, 40]  # two fresh pairs, each with as many rounds as the pooled looks
     assert str(outcome.verdict.status) == "regressed"
-    assert outcome.notices[-1].startswith(f"{TEST_ID}: confirmed in two fresh processes, one of each version")
+    assert outcome.notices[-2].startswith(f"{TEST_ID}: confirmed in two fresh processes, one of each version")
+    assert outcome.notices[-1].startswith(f"{TEST_ID}: confirmed again in another two fresh processes, one of each "
+                                          "version, taking turns: throughput:")
 
 
 def test_a_throughput_regression_that_two_fresh_processes_do_not_see_passes_and_says_so() -> None:
@@ -106,6 +108,40 @@ def test_a_confirmed_regression_fails_and_names_the_confirmation() -> None:
     outcome = s._judge_against(TEST_ID, {"": slow}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
     assert str(outcome.verdict.status) == "regressed"
     assert "confirmed in two fresh processes" in outcome.notices[0] and "slower than the baseline" in outcome.notices[0]
+    assert "confirmed again in another two fresh processes" in outcome.notices[1]
+
+
+def test_a_regression_the_second_fresh_pair_does_not_see_passes_and_reports_that_pair() -> None:
+    """Three independent pairs must err alike for a false alarm: two that agree are not yet a failure."""
+    s = session()
+    cleared = measurement([1.0] * 20)
+    pairs = iter([(measurement([1.08] * 20), THEIRS), (cleared, THEIRS)])
+    fresh: list[bool] = []
+
+    def confirm(test_id: str, settings: RunSettings, is_fresh: bool = True) -> Any:
+        fresh.append(is_fresh)
+        return next(pairs), None
+
+    s._confirm_against = confirm  # type: ignore[method-assign]
+    measured = {"": measurement([1.07] * 20)}
+    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert fresh == [True, True]  # two pairs, each started afresh
+    assert str(outcome.verdict.status) == "unchanged" and measured[""] is cleared
+    assert outcome.notices[0].startswith(f"{TEST_ID}: confirmed in two fresh processes")
+    assert outcome.notices[1].startswith(f"{TEST_ID}: not confirmed: this process read throughput:")
+    assert "and one fresh pair confirmed it; another two fresh processes, one of each version, taking turns, did " \
+           "not (throughput:" in outcome.notices[1]
+
+
+def test_when_the_second_confirmation_is_lost_the_first_two_pairs_decide_and_say_so() -> None:
+    s = session()
+    answers = iter([((measurement([1.08] * 20), THEIRS), None), (None, "the partner stopped answering")])
+    s._confirm_against = lambda *a: next(answers)  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": measurement([1.07] * 20)}, "", THEIRS, MarkerOptions(), SETTINGS,  # type: ignore[arg-type]
+                               None)
+    assert str(outcome.verdict.status) == "regressed"
+    assert outcome.notices[-1] == (f"{TEST_ID}: the regression could not be measured again in another two fresh "
+                                   "processes (the partner stopped answering); the first two pairs decided")
 
 
 def spell(slow: float) -> Measurement:
@@ -128,9 +164,10 @@ def test_a_fresh_pair_that_cannot_tell_measures_as_many_rounds_again_before_it_c
     s._confirm_against = confirm  # type: ignore[method-assign]
     outcome = s._judge_against(TEST_ID, {"": measurement([40.0] * 20)}, "", THEIRS, MarkerOptions(), SETTINGS,  # type: ignore[arg-type]
                                None)
-    assert calls == [(20, True), (20, False)]  # the second look: the same fresh pair, as many rounds
+    # the second look: the same fresh pair, as many rounds; then the second fresh pair, likewise
+    assert calls == [(20, True), (20, False), (20, True), (20, False)]
     assert str(outcome.verdict.status) == "regressed"
-    assert outcome.notices[-1].startswith(f"{TEST_ID}: confirmed in two fresh processes, one of each version, taking "
+    assert outcome.notices[-2].startswith(f"{TEST_ID}: confirmed in two fresh processes, one of each version, taking "
                                           "turns (measured twice, 40 rounds a side pooled, because its first "
                                           "verdict was borderline): throughput:")
 
@@ -187,9 +224,10 @@ def test_a_clear_verdict_is_not_measured_again() -> None:
     assert s._partner.restarts == 0  # type: ignore[attr-defined]
 
 
-def test_beside_the_other_version_the_stated_limit_counts_both_looks() -> None:
-    """A failure there needs the first pair and a fresh pair: each look is asked for sqrt(95%) power, so the
-    limit it states is caught 95% of the time by both together; an in-test pair states it for one look."""
+def test_beside_the_other_version_the_stated_limit_counts_every_pair() -> None:
+    """A failure there needs the first pair and two fresh pairs: each look is asked for the cube root of 95%
+    power, so the limit it states is caught 95% of the time by all three together; an in-test pair states it
+    for one look."""
     s = session()
     ours = measurement([1.0 + 0.04 * ((i * 7) % 5 - 2) for i in range(20)])
     against = s._evaluate_against(ours, THEIRS, MarkerOptions()).verdict.metric("throughput")
