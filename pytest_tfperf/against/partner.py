@@ -22,7 +22,7 @@ made for the run, or a directory). This session drives it test by test:
    milliseconds apart. ``stop`` ends the rounds of both at the first look.
 3. ``result``: the partner sends its measurement; this session judges the two
    with ``gates.paired.judge_paired``.
-4. The looks and the confirmation by two fresh processes are
+4. The looks and the confirmation by two fresh pairs of processes are
    ``against.plan``'s; the partner's own side is ``against.partner_server``.
 5. Under ``--tfperf-explain`` the ``run`` request says ``explain``: after its
    ``result`` the partner keeps the test's workload and waits. ``profile`` asks
@@ -66,6 +66,11 @@ if TYPE_CHECKING:
 
 LOG_TAIL_LINES = 30
 
+
+def duet() -> bool:
+    """Whether ``TFPERF_DUET=1`` asks for the duet design (both versions at once on split cores; Linux only)."""
+    return os.environ.get("TFPERF_DUET") == "1" and hasattr(os, "sched_setaffinity")
+
 # -- where the baseline code lives ----------------------------------------------------------
 
 
@@ -76,7 +81,7 @@ class Partner:
     """The partner session, started on first use and stopped by ``close``."""
 
     def __init__(self, against: str, *, current_root: Path, invocation_dir: Path, test_args: Sequence[str],
-                 timeout_s: float, python: str = sys.executable) -> None:
+                 timeout_s: float, python: str = sys.executable, duet_role: int = 1) -> None:
         self.against = against
         self._current_root = current_root
         self._invocation_dir = invocation_dir
@@ -89,7 +94,12 @@ class Partner:
         self._tree: BaselineTree | None = None
         self._broken: str | None = None  # why the partner cannot be used at all any more
         self.held: PairedRun | None = None  # a run whose partner test waits for "profile" or "release"
-        self.freezing = freeze.supported() and os.environ.get("TFPERF_FREEZE", "1") != "0"
+        # TFPERF_DUET=1 (Linux, for benchmarks/paired_duet.py): the duet design instead of turns. Both sides run
+        # each round at once, each on a core of its own (this process's role: 0 for a tree of the code under
+        # test, 1 for the baseline's), and nothing is stopped.
+        self.duet_cpu = duet_role if duet() else None
+        self.freezing = (freeze.supported() and os.environ.get("TFPERF_FREEZE", "1") != "0"
+                         and self.duet_cpu is None)
         self._frozen = False
         self._guard: subprocess.Popen[bytes] | None = None
 
@@ -131,6 +141,8 @@ class Partner:
                                                  stderr=subprocess.STDOUT, pass_fds=(to_partner_r, from_partner_w))
             os.close(to_partner_r)
             os.close(from_partner_w)
+            if self.duet_cpu is not None:  # before TensorFlow starts a thread there, so that all of them stay
+                os.sched_setaffinity(self._process.pid, {self.duet_cpu})
             if self.freezing:
                 self._guard = freeze.guard(os.getpid(), self._process.pid)
             self._channel = Channel(from_partner_r, to_partner_w)
@@ -298,11 +310,17 @@ class PairedRun:
         self._rounds_done = 0
 
     def pace(self, event: str, index: int) -> bool | None:
-        """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd;
+        """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd
+        (in the duet design, at the same time as ours, on its own core);
         at ``ready`` (this side warmed up), the partner's answer to ``run`` is read if it has not been. True:
         the rounds end here, on both sides (the first look found the change clear)."""
         if event == "ready":
             self.await_ready()
+        elif self._partner.duet_cpu is not None:
+            if event == "before":
+                self.start_round(index)
+            else:
+                self.end_round(index)
         elif (event == "after" and index % 2 == 0) or (event == "before" and index % 2 == 1):
             self.partner_round(index)
         if event == "after" and self._clear_after(index + 1):
@@ -352,6 +370,11 @@ class PairedRun:
             self.partner_round(index)
 
     def partner_round(self, index: int) -> None:
+        self.start_round(index)
+        self.end_round(index)
+
+    def start_round(self, index: int) -> None:
+        """Tell the partner to measure its round ``index`` (``end_round`` waits for it)."""
         if self._ready is None:
             self.await_ready()
         if self.dropped is not None:
@@ -359,6 +382,13 @@ class PairedRun:
         self._partner.thaw()
         try:
             self._channel.send(op="round", index=index)
+        except PartnerError as exc:
+            self.dropped = f"the partner stopped answering in round {index + 1} ({exc})"
+
+    def end_round(self, index: int) -> None:
+        if self.dropped is not None:
+            return
+        try:
             answer = self._channel.receive(self._partner.timeout_s)
         except PartnerError as exc:
             self.dropped = f"the partner stopped answering in round {index + 1} ({exc})"

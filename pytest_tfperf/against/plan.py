@@ -231,7 +231,7 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
         invocation_dir, args = session.invocation
         root = Path(session.rootdir)
         session._own_partner = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
-                                       test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0)
+                                       test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0, duet_role=0)
     elif fresh:
         session._own_partner.restart()
     try:  # both set up and warm up at once; nothing is timed before both are ready
@@ -249,6 +249,12 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
                 pass
         return None, why
     for index in range(settings.rounds):
+        if base.duet_cpu is not None:  # the duet design: both at once, each on its own core
+            ours_run.start_round(index)
+            theirs_run.start_round(index)
+            ours_run.end_round(index)
+            theirs_run.end_round(index)
+            continue
         for run in ((ours_run, theirs_run) if index % 2 == 0 else (theirs_run, ours_run)):
             run.partner_round(index)
     try:

@@ -95,7 +95,9 @@ def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value
     def noisy() -> str:
         if n < MIN_PAIRS:
             return f"too noisy to decide: a verdict needs at least {MIN_PAIRS} {pairs_are}, got {n}; {more}"
-        return (f"too noisy to decide: the per-pair ratios vary so much{spells} that only slowdowns of {mde:.1%} "
+        moved = (f" (they move together in spells and weigh as {e.weight:.0f} independent pairs, lag-1 correlation "
+                 f"{e.rho:.2f})" if spells else "")
+        return (f"too noisy to decide: the per-pair ratios vary so much{moved} that only slowdowns of {mde:.1%} "
                 f"or more are caught {percent(tol.power)} of the time, more than the {percent(tol.throughput)} "
                 f"tolerance; {more}")
 

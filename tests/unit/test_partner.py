@@ -70,6 +70,7 @@ class ScriptedChannel:
 class FakePartner:
     timeout_s = 1.0
     freezing = False
+    duet_cpu: int | None = None
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -105,6 +106,29 @@ def test_partner_rounds_go_abba_around_ours() -> None:
         partner_rounds_since(mark)
     assert order == ["ours 0", "partner 0", "partner 1", "ours 1", "ours 2", "partner 2", "partner 3", "ours 3"]
     assert run.finish(True) == measurement()
+
+
+def test_in_the_duet_design_the_partner_round_runs_while_ours_does() -> None:
+    """TFPERF_DUET=1 (benchmarks/paired_duet.py): round i is sent before ours starts and awaited after it ends."""
+    channel = ScriptedChannel([{"op": "done", "index": i} for i in range(3)])
+    partner = FakePartner()
+    partner.duet_cpu = 1
+    run = PairedRun(partner, channel, "t.py::test_a")  # type: ignore[arg-type]
+    for r in range(3):
+        run.pace("before", r)
+        assert channel.sent[-1] == {"op": "round", "index": r} and len(channel.answers) == 3 - r  # not awaited
+        run.pace("after", r)
+        assert len(channel.answers) == 2 - r  # its "done" read once ours ended
+    assert run._theirs_per_s == [] and run._rounds_done == 3 and "freeze" not in partner.calls
+
+
+def test_the_duet_design_is_asked_for_by_its_variable_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_tfperf.against import partner as partner_module
+
+    monkeypatch.delenv("TFPERF_DUET", raising=False)
+    assert not partner_module.duet()
+    monkeypatch.setenv("TFPERF_DUET", "1")
+    assert partner_module.duet() == hasattr(os, "sched_setaffinity")
 
 
 def test_a_confirmation_reads_every_variant_and_an_old_partner_sends_one() -> None:

@@ -246,12 +246,20 @@ class FakeRun:
     def partner_round(self, index: int) -> None:
         self.log.append(f"{self.side}{index}")
 
+    def start_round(self, index: int) -> None:
+        self.log.append(f"start {self.side}{index}")
+
+    def end_round(self, index: int) -> None:
+        self.log.append(f"end {self.side}{index}")
+
     def finish(self, completed: bool) -> Measurement:
         return self.result
 
 
 class FakeProcess:
     """A partner process: counts restarts, answers ``begin`` with a run that logs its rounds."""
+
+    duet_cpu = None
 
     def __init__(self, log: list[str], side: str, result: Measurement) -> None:
         self.log, self.side, self.result, self.restarts = log, side, result, 0
@@ -279,6 +287,19 @@ def test_the_second_look_of_a_fresh_pair_is_beside_the_same_two_processes() -> N
     assert plan.confirm(s, TEST_ID, settings, fresh=False)[1] is None
     assert (s._partner.restarts, s._own_partner.restarts) == (1, 1)  # type: ignore[attr-defined]  # the same pair
     assert log == ["begin B", "begin A", "A0", "B0", "B1", "A1"]
+
+
+def test_in_the_duet_design_a_fresh_pair_measures_each_round_at_once() -> None:
+    from pytest_tfperf.against import plan
+
+    s = session()
+    log: list[str] = []
+    s._partner = FakeProcess(log, "B", THEIRS)  # type: ignore[assignment]
+    s._partner.duet_cpu = 1  # type: ignore[attr-defined]
+    s._own_partner = FakeProcess(log, "A", THEIRS)
+    assert plan.confirm(s, TEST_ID, RunSettings(rounds=2))[1] is None
+    assert log == ["begin B", "begin A", "start A0", "start B0", "end A0", "end B0", "start A1", "start B1",
+                   "end A1", "end B1"]
 
 
 def test_a_second_look_needs_a_fresh_pair_to_look_at() -> None:
