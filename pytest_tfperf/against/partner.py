@@ -71,6 +71,7 @@ def duet() -> bool:
     """Whether ``TFPERF_DUET=1`` asks for the duet design (both versions at once on split cores; Linux only)."""
     return os.environ.get("TFPERF_DUET") == "1" and hasattr(os, "sched_setaffinity")
 
+
 # -- where the baseline code lives ----------------------------------------------------------
 
 
