@@ -122,14 +122,13 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
             f"borderline; judged on both measurements pooled ({len(measured[name].timings.round_sizes)} "
             "rounds a side)")
     rounds = len(measured[name].timings.round_sizes)
+    confirm_settings = dataclasses.replace(settings, rounds=rounds, min_rounds=rounds)  # fresh pairs: as many
     if throughput_improved(outcome):
-        outcome = _confirm_improvement(session, test_id, measured, name, outcome, options,
-                                       dataclasses.replace(settings, rounds=rounds, min_rounds=rounds))
+        outcome = _confirm_improvement(session, test_id, measured, name, outcome, options, confirm_settings)
     if not throughput_regressed(outcome):
         return outcome
     from pytest_tfperf.gates.paired import PAIRS_TO_FAIL
 
-    confirm_settings = dataclasses.replace(settings, rounds=rounds, min_rounds=rounds)
     first = _said(outcome, "a regression")  # what this process read
     for pair in range(1, PAIRS_TO_FAIL):
         confirmation, why = session._confirm_against(test_id, confirm_settings)
