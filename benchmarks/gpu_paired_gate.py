@@ -18,8 +18,8 @@ does 10% more real work per call (22 matmuls instead of 20, 11 steps instead of 
 stay), so its
 throughput is about 9% lower (1/1.1). Each session is one CI job:
 ``pytest --tfperf --tfperf-against=../base --no-tfperf-explain`` in ``change/`` (the explanation needs
-TensorFlow's profiler). Sessions alternate A/A and planted until ``--seconds`` have passed; then a plain
-``pytest --tfperf`` of the same tests gives the cost ratio.
+TensorFlow's profiler). First ``--cost`` times a plain ``pytest --tfperf`` and a paired A/A session in
+turns (the cost ratio); then sessions alternate A/A and planted until ``--seconds`` have passed.
 
 Without a GPU (or without PyTorch) the same tests run NumPy on the CPU, for a dry run of the script itself;
 those figures say nothing about a GPU. Writes ``$OUT/gpu_paired_gate.json`` after every session.
@@ -235,6 +235,8 @@ def summary(sessions: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=400, help="stop starting sessions after this long")
+    parser.add_argument("--cost", type=int, default=2, help="plain/paired pairs on unchanged code, first")
+    parser.add_argument("--aa-only", action="store_true", help="no planted sessions")
     parser.add_argument("--plant", type=float, default=0.10, help="extra work per call in planted sessions")
     args = parser.parse_args()
     out_dir = Path(os.environ.get("OUT", "gpu-paired-out"))
@@ -252,9 +254,18 @@ def main() -> int:
         aa_root, planted_root = Path(tmp) / "aa", Path(tmp) / "planted"
         make_trees(aa_root, 0.0)
         make_trees(planted_root, args.plant)
+        cost = []
+        for i in range(args.cost):  # plain and paired in turns, on unchanged code: the cost ratio
+            plain, _, _ = pytest_run(aa_root / "change")
+            s = session(aa_root, "aa", 100 + i, out_dir)
+            result["aa_sessions"].append(s)
+            cost.append({"plain_s": plain, "paired_s": s["wall_s"], "ratio": s["wall_s"] / plain})
+            print(f"cost {i}: plain {plain:.1f} s, paired {s['wall_s']:.1f} s", flush=True)
+        result["cost"] = {"pairs": cost, "median_ratio": statistics.median(c["ratio"] for c in cost) if cost else None}
+        designs = (("aa", aa_root),) if args.aa_only else (("aa", aa_root), ("planted", planted_root))
         i = crashed = 0
         while time.monotonic() < deadline and crashed < 2:
-            for label, root in (("aa", aa_root), ("planted", planted_root)):
+            for label, root in designs:
                 s = session(root, label, i, out_dir)
                 result[f"{label}_sessions"].append(s)
                 print(f"{label} {i}: {[(r['test'][5:], r['status'], round(r['change'], 3)) for r in s['rows']]} "
@@ -266,15 +277,12 @@ def main() -> int:
                                                    summary(result["planted_sessions"]))
                 (out_dir / "gpu_paired_gate.json").write_text(json.dumps(result, indent=1) + "\n")
             i += 1
-        plain, code, _ = pytest_run(aa_root / "change")
-        result["plain_s"], result["plain_exit"] = plain, code
-        paired = [s["wall_s"] for s in result["aa_sessions"]]
-        result["cost_ratio"] = statistics.median(paired) / plain if paired else None
+    result["aa"], result["planted"] = summary(result["aa_sessions"]), summary(result["planted_sessions"])
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     (out_dir / "gpu_paired_gate.json").write_text(json.dumps(result, indent=1) + "\n")
     for key in ("aa", "planted"):
         print(key, json.dumps({k: v for k, v in result[key].items() if k != "changes"}))
-    print(f"plain {plain:.1f} s; paired/plain {result['cost_ratio']}")
+    print(f"cost: paired / plain, median of {len(cost)}: {result['cost']['median_ratio']}")
     return 0
 
 

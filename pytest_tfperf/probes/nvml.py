@@ -325,7 +325,8 @@ class NvmlMemoryProbe:
                 self.scope = "process"
                 self.detail = (
                     f"NVML memory of this process (pid {self._pid}) on {self.device} ({self._name}), {every}: "
-                    "TensorFlow's whole pool plus the CUDA context, not its live tensors"
+                    "the allocator's whole pool (TensorFlow's, PyTorch's or CuPy's) plus the CUDA context, "
+                    "not its live tensors"
                 )
                 return self._own_peak
             self.scope = "device"
