@@ -13,8 +13,9 @@ however many rounds, is evidence about that pair. The plan:
    same partner process, judged pooled.
 3. A throughput regression from either look fails the test only when two
    fresh pairs of processes, one process of each tree in each, taking turns
-   with as many rounds, read a regression too, one pair after the other
-   (``gates.paired.PAIRS_TO_FAIL``); an improvement is said only when one
+   with as many rounds, read it slower too, one pair after the other
+   (``gates.paired.PAIRS_TO_FAIL``), and the mean of the three pairs'
+   estimates lies beyond the decision threshold; an improvement is said only when one
    fresh pair reads one too. A false alarm then needs three independent
    pairs of processes to err the same way. Each look's test is one-sided at
    a nominal 1%; on rounds that move in spells one look alone errs 1.4-10% of
@@ -102,7 +103,9 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
     so a pair of processes can read a few percent apart on unchanged code
     in every round, and pooling more rounds of the same pair only makes
     that surer. Replacing both processes, twice, makes a false alarm need
-    three independent pairs to err the same way (``PAIRS_TO_FAIL``).
+    three independent pairs to err the same way (``PAIRS_TO_FAIL``). Each
+    fresh pair need only read the change as slower, surely; how much slower
+    is decided on the mean of all pairs' estimates (``_together``).
     """
     from pytest_tfperf.gates.pooling import pool
 
@@ -129,28 +132,67 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
         return outcome
     from pytest_tfperf.gates.paired import PAIRS_TO_FAIL
 
+    tolerances = session._tolerances(options)
     first = _said(outcome, "a regression")  # what this process read
+    changes = [_change(outcome)]
     for pair in range(1, PAIRS_TO_FAIL):
         confirmation, why = session._confirm_against(test_id, confirm_settings)
         if confirmation is None:
             decided = "the first measurement decided" if pair == 1 else f"the first {_count(pair)} pairs decided"
             outcome.notices.append(f"{test_id}: the regression could not be measured again in {_fresh(pair)} "
                                    f"({why}); {decided}")
-            return outcome
+            return _together(outcome, changes, tolerances, test_id)
         again, confirmation, looked = _fresh_pair_verdict(session, test_id, confirmation, options, confirm_settings)
         said = _said(again, "no throughput verdict")
-        if throughput_regressed(again):
+        if _slower(again, tolerances):
+            changes.append(_change(again))
             outcome.notices.append(f"{test_id}: confirmed {'in' if pair == 1 else 'again in'} {_fresh(pair)}, one "
                                    f"of each version, taking turns{looked}: {said}")
             continue
         again.notices[:0] = outcome.notices  # what led here (a second look, an earlier pair) stays said
         seen = "" if pair == 1 else f" and {_count(pair - 1)} fresh pair{'s' * (pair > 2)} confirmed it"
         again.notices.append(f"{test_id}: not confirmed: this process read {first}{seen}; {_fresh(pair)}, one "
-                             f"of each version, taking turns{looked}, did not ({said}); the fresh pair's figures "
-                             "are reported")
+                             f"of each version, taking turns{looked}, did not read it slower ({said}); the fresh "
+                             "pair's figures are reported")
         measured[name] = confirmation[0]
         return again
+    return _together(outcome, changes, tolerances, test_id)
+
+
+def _together(outcome: Outcome, changes: list[float], tolerances: Tolerances, test_id: str) -> Outcome:
+    """How much slower is decided on the pairs together: one pair's offset moves its own estimate by a few
+    percent, so each fresh pair only has to read the change as slower, and the mean of all pairs' estimates
+    must lie beyond the decision threshold for the test to fail (``gates.paired.against_detectable_slowdown``
+    states the limit of this whole procedure)."""
+    from pytest_tfperf.gates.paired import mean_change, within_threshold_together
+
+    if len(changes) < 2:
+        return outcome
+    together = mean_change(changes)
+    d = tolerances.throughput_decision_threshold
+    if -together > d:
+        outcome.notices.append(f"{test_id}: the {_count(len(changes))} pairs of processes together: {together:+.1%} "
+                               f"(the mean of their estimates), beyond the {d:.1%} decision threshold")
+        return outcome
+    assert outcome.verdict is not None
+    outcome.verdict = within_threshold_together(outcome.verdict, changes, tolerances)
+    outcome.notices.append(f"{test_id}: not failed: every pair of processes read it slower, but by {-together:.1%} "
+                           f"together, within the {d:.1%} decision threshold")
     return outcome
+
+
+def _change(o: Outcome) -> float:
+    metric = o.verdict.metric("throughput") if o.verdict is not None else None
+    return 0.0 if metric is None or metric.relative_change is None else metric.relative_change
+
+
+def _slower(o: Outcome, tolerances: Tolerances) -> bool:
+    """A fresh pair confirms a regression when it reads the change as slower, sure at the confidence level."""
+    from pytest_tfperf.gates.paired import slower_with_confidence
+
+    metric = o.verdict.metric("throughput") if o.verdict is not None else None
+    return (metric is not None and metric.ci_high is not None and metric.p_value is not None
+            and slower_with_confidence(metric.ci_high, metric.p_value, tolerances))
 
 
 _COUNTS = {1: "one", 2: "two", 3: "three"}
@@ -174,7 +216,7 @@ def _fresh_pair_verdict(session: TfPerfSession, test_id: str, confirmation: tupl
     from pytest_tfperf.gates.pooling import pool
 
     again = session._evaluate_against(confirmation[0], confirmation[1], options)
-    if not (borderline(again) and not throughput_regressed(again)):
+    if _slower(again, session._tolerances(options)) or not borderline(again):
         return again, confirmation, ""
     more, _ = session._confirm_against(test_id, settings, False)
     if more is None:
@@ -285,9 +327,7 @@ def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, 
     try:
         ours_per_s: list[float] = []
         if tolerances is not None:  # the first look may end the rounds early
-            from pytest_tfperf.gates.paired import confirmed_tolerances
-
-            run.look(ours_per_s, confirmed_tolerances(tolerances))
+            run.look(ours_per_s, tolerances)
         ours = measure_once(run.pace, ours_per_s)
         completed = True
     finally:

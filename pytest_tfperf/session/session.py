@@ -268,11 +268,11 @@ class TfPerfSession:
         With ``partner``, the reference is the same test of the other version
         of the code (``name``, from --tfperf-against), measured in turns.
         """
-        from pytest_tfperf.gates.paired import confirmed_tolerances, judge_paired
+        from pytest_tfperf.gates.paired import judge_paired
 
         outcome = self._evaluate(m, dataclasses.replace(options, gate=False))
-        tolerances = self._tolerances(options)  # beside the other version a failure is confirmed: two looks
-        outcome.verdict = judge_paired(m, reference, confirmed_tolerances(tolerances) if partner else tolerances)
+        # beside the other version a failure is confirmed by fresh pairs: the stated limit counts them all
+        outcome.verdict = judge_paired(m, reference, self._tolerances(options), against=partner)
         outcome.baseline = f"measured beside {name}" if partner else f"paired with '{name}'"
         outcome.paired_with = name
         outcome.partner = partner

@@ -490,3 +490,38 @@ def test_the_bounds_and_the_p_value_say_the_same() -> None:
         e = paired_estimate(logs, 0.01)
         assert (e.high < 0.0) == (e.p_slower < 0.01) or abs(e.p_slower - 0.01) < 1e-9
         assert e.low <= e.change <= e.high
+
+
+def test_the_against_limit_is_caught_as_often_as_it_says_by_the_whole_procedure() -> None:
+    """``against_detectable_slowdown`` states what the three-pair procedure catches: simulate that procedure
+    under the model the limit assumes (each pair's estimate off by its standard error and its own offset) at
+    the stated limit, and it must catch it at least 95% of the time; half as far from the threshold, it may
+    not."""
+    import math
+    import random
+
+    from pytest_tfperf import stats
+    from pytest_tfperf.gates.paired import BETWEEN_PAIRS, PAIRS_TO_FAIL, against_detectable_slowdown
+
+    tol = Tolerances()
+    rng = random.Random(7)
+    DRAWS = 60_000  # noqa: N806
+    slack = 3.0 * math.sqrt(0.95 * 0.05 / DRAWS)  # three of the simulation's own standard errors
+    threshold = -math.log1p(-tol.throughput_decision_threshold)
+
+    def caught(slowdown: float, se: float, df: float) -> float:
+        critical = stats.t_quantile(tol.confidence, df) * se
+        hits = 0
+        for _ in range(DRAWS):
+            reads = [slowdown + rng.gauss(0, se) + rng.gauss(0, BETWEEN_PAIRS) for _ in range(PAIRS_TO_FAIL)]
+            first = reads[0] > max(threshold, critical)
+            fresh = all(r > critical for r in reads[1:])
+            hits += first and fresh and sum(reads) / len(reads) > threshold
+        return hits / DRAWS
+
+    for se, df in ((0.002, 19.0), (0.01, 15.0), (0.02, 9.0)):
+        limit = -math.log1p(-against_detectable_slowdown(se, df, tol))
+        assert caught(limit, se, df) >= 0.95 - slack
+        assert caught(threshold + (limit - threshold) / 2, se, df) < 0.95 - slack
+    assert against_detectable_slowdown(0.01, 15.0, tol) < against_detectable_slowdown(0.02, 15.0, tol)
+    assert math.isinf(against_detectable_slowdown(math.inf, 15.0, tol))
