@@ -40,6 +40,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+from paired_pipelines import verdicts  # noqa: E402  (the throughput verdicts of a --tfperf-json file)
+
 # Where the plugin is not installed (the GPU machine), PYTEST_PLUGINS loads it from the source tree, in each
 # session and in the partner's sessions; where it is, naming it again would register it twice.
 INSTALLED = any(ep.value.startswith("pytest_tfperf") for ep in entry_points(group="pytest11"))
@@ -193,20 +196,6 @@ def pytest_run(cwd: Path, *args: str) -> tuple[float, int, str]:
     except subprocess.TimeoutExpired as exc:
         code, out = 124, str(exc.stdout or "")
     return time.monotonic() - start, code, out[-6000:]
-
-
-def verdicts(path: Path) -> list[dict[str, Any]]:
-    doc = json.loads(path.read_text())
-    rows = []
-    for test_id, entry in doc["tests"].items():
-        verdict = entry.get("verdict") or {}
-        t = next((m for m in verdict.get("metrics", []) if m["metric"] == "throughput"), None)
-        if t is None:
-            continue
-        rows.append({"test": test_id.split("::")[-1], "status": t["status"], "change": t["relative_change"],
-                     "ci_low": t["ci_low"], "ci_high": t["ci_high"], "mde": t["minimum_detectable_change"],
-                     "failed": verdict.get("status") == "regressed"})
-    return rows
 
 
 def session(root: Path, label: str, i: int, out_dir: Path) -> dict[str, Any]:

@@ -167,6 +167,14 @@ def session(root: Path, label: str, i: int) -> dict[str, Any]:
             "confirmations": said if code == 1 else []}
 
 
+def statement_check(sessions: list[dict[str, Any]], plant: float) -> dict[str, int]:
+    """Does the stated limit hold? Of the planted verdicts whose stated limit was at most the planted slowdown
+    (``1 - 1 / (1 + plant)`` of the throughput), how many failed the test: at least 95% should."""
+    slowdown = 1.0 - 1.0 / (1.0 + plant)
+    rows = [r for s in sessions for r in s["rows"] if r["mde"] is not None and r["mde"] <= slowdown]
+    return {"stated_at_most_the_plant": len(rows), "caught": sum(r["status"] == "regressed" for r in rows)}
+
+
 def summarise(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     rows = [r for s in sessions for r in s["rows"]]
     by_kind: dict[str, Any] = {}
@@ -189,7 +197,12 @@ def main() -> int:
     parser.add_argument("--plant", type=float, default=0.10, help="planted throughput loss (fraction)")
     parser.add_argument("--cost", type=int, default=5, help="plain/paired pairs for the cost ratio")
     parser.add_argument("--out", default=str(HERE / "results" / "paired_pipelines"))
+    parser.add_argument("--check", metavar="JSON", help="only print the stated-limit check of a results file")
     args = parser.parse_args()
+    if args.check:
+        done = json.loads(Path(args.check).read_text())
+        print(json.dumps(statement_check(done.get("planted_sessions", []), done["plant"])))
+        return 0
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
     result: dict[str, Any] = {"commit": commit, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -216,6 +229,7 @@ def main() -> int:
             print(f"planted {i}: {[r['status'] for r in s['rows']]} {s['wall_s']:.0f} s", flush=True)
     result["aa"] = summarise(result.get("aa_sessions", []))
     result["planted_summary"] = summarise(result.get("planted_sessions", []))
+    result["statement"] = statement_check(result.get("planted_sessions", []), args.plant)
     result["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     Path(args.out + ".json").write_text(json.dumps(result, indent=1) + "\n")
     aa, pl = result["aa"], result["planted_summary"]
@@ -225,6 +239,8 @@ def main() -> int:
              f"- A/A: {aa['regressed']} false alarms in {aa['verdicts']} verdicts ({aa['sessions']} sessions); "
              f"noisy {aa['noisy']} of {aa['verdicts']}",
              f"- planted -{args.plant:.0%}: caught {pl['regressed']} of {pl['verdicts']} ({pl['sessions']} sessions)",
+             f"- verdicts whose stated limit was at most the planted {1 - 1 / (1 + args.plant):.1%}: "
+             f"{result['statement']['stated_at_most_the_plant']}, caught {result['statement']['caught']}",
              f"- cost: paired / plain wall time, median of {len(cost)}: "
              f"{result['cost']['median_ratio']:.2f}" if cost else "- cost: not measured", "",
              "| kind | A/A verdicts | false alarms | noisy | median stated limit | planted verdicts | caught |",
