@@ -41,7 +41,7 @@ from pytest_tfperf.model import Measurement
 from pytest_tfperf.session.outcome import Outcome, borderline
 
 if TYPE_CHECKING:  # annotations only: the partner is started, and the verdict's module loaded, on first use
-    from pytest_tfperf.gates.verdict import Tolerances
+    from pytest_tfperf.gates.verdict import MetricVerdict, Tolerances
     from pytest_tfperf.against.partner import Partner
 
 # The session's measurement with a partner's pace hook and a log of this side's throughput per round.
@@ -71,9 +71,14 @@ class TfPerfSession(Protocol):
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]: ...
 
 
+def _metric(o: Outcome) -> MetricVerdict | None:
+    """The outcome's throughput verdict, if it has one."""
+    return o.verdict.metric("throughput") if o.verdict is not None else None
+
+
 def _throughput(o: Outcome) -> tuple[str, str] | None:
     """The throughput verdict's status and message, if the outcome has one."""
-    metric = o.verdict.metric("throughput") if o.verdict is not None else None
+    metric = _metric(o)
     return None if metric is None else (str(metric.status), metric.message)
 
 
@@ -182,7 +187,7 @@ def _together(outcome: Outcome, changes: list[float], tolerances: Tolerances, te
 
 
 def _change(o: Outcome) -> float:
-    metric = o.verdict.metric("throughput") if o.verdict is not None else None
+    metric = _metric(o)
     return 0.0 if metric is None or metric.relative_change is None else metric.relative_change
 
 
@@ -190,7 +195,7 @@ def _slower(o: Outcome, tolerances: Tolerances) -> bool:
     """A fresh pair confirms a regression when it reads the change as slower, sure at the confidence level."""
     from pytest_tfperf.gates.paired import slower_with_confidence
 
-    metric = o.verdict.metric("throughput") if o.verdict is not None else None
+    metric = _metric(o)
     return (metric is not None and metric.ci_high is not None and metric.p_value is not None
             and slower_with_confidence(metric.ci_high, metric.p_value, tolerances))
 
