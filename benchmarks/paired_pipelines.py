@@ -190,6 +190,36 @@ def summarise(sessions: list[dict[str, Any]]) -> dict[str, Any]:
             "median_wall_s": statistics.median(s["wall_s"] for s in sessions) if sessions else None}
 
 
+def write_results(result: dict[str, Any], args: argparse.Namespace, cost: list[dict[str, float]]) -> list[str]:
+    """The JSON and Markdown results so far: written after every session, so that a run stopped early (by
+    its deadline or by hand) keeps what it measured."""
+    result["aa"] = summarise(result.get("aa_sessions", []))
+    result["planted_summary"] = summarise(result.get("planted_sessions", []))
+    result["statement"] = statement_check(result.get("planted_sessions", []), args.plant)
+    result["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    Path(args.out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    aa, pl = result["aa"], result["planted_summary"]
+    lines = [f"# Paired gate on user-style tests (commit {result['commit']})", "",
+             f"`.venv/bin/python benchmarks/paired_pipelines.py --aa {args.aa} --planted {args.planted} "
+             f"--plant {args.plant} --cost {args.cost}`, {result['started']} to {result['finished']}", "",
+             f"- A/A: {aa['regressed']} false alarms in {aa['verdicts']} verdicts ({aa['sessions']} sessions); "
+             f"noisy {aa['noisy']} of {aa['verdicts']}",
+             f"- planted -{args.plant:.0%}: caught {pl['regressed']} of {pl['verdicts']} ({pl['sessions']} sessions)",
+             f"- verdicts whose stated limit was at most the planted {1 - 1 / (1 + args.plant):.1%}: "
+             f"{result['statement']['stated_at_most_the_plant']}, caught {result['statement']['caught']}",
+             f"- cost: paired / plain wall time, median of {len(cost)}: "
+             f"{result['cost']['median_ratio']:.2f}" if cost else "- cost: not measured", "",
+             "| kind | A/A verdicts | false alarms | noisy | median stated limit | planted verdicts | caught |",
+             "|---|---|---|---|---|---|---|"]
+    for kind in sorted(set(aa["by_kind"]) | set(pl["by_kind"])):
+        a, p = aa["by_kind"].get(kind, {}), pl["by_kind"].get(kind, {})
+        limit = a.get("median_stated_limit")
+        lines.append(f"| {kind} | {a.get('verdicts', 0)} | {a.get('regressed', 0)} | {a.get('noisy', 0)} | "
+                     f"{'-' if limit is None else f'{limit:.1%}'} | {p.get('verdicts', 0)} | {p.get('regressed', 0)} |")
+    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--aa", type=int, default=20, help="A/A sessions (6 verdicts each)")
@@ -223,34 +253,13 @@ def main() -> int:
             s = session(aa_root, "aa", i)
             result.setdefault("aa_sessions", []).append(s)
             print(f"aa {i}: {[r['status'] for r in s['rows']]} {s['wall_s']:.0f} s load {s['load']:.1f}", flush=True)
+            write_results(result, args, cost)
         for i in range(args.planted):
             s = session(planted_root, "planted", i)
             result.setdefault("planted_sessions", []).append(s)
             print(f"planted {i}: {[r['status'] for r in s['rows']]} {s['wall_s']:.0f} s", flush=True)
-    result["aa"] = summarise(result.get("aa_sessions", []))
-    result["planted_summary"] = summarise(result.get("planted_sessions", []))
-    result["statement"] = statement_check(result.get("planted_sessions", []), args.plant)
-    result["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    Path(args.out + ".json").write_text(json.dumps(result, indent=1) + "\n")
-    aa, pl = result["aa"], result["planted_summary"]
-    lines = [f"# Paired gate on user-style tests (commit {commit})", "",
-             f"`.venv/bin/python benchmarks/paired_pipelines.py --aa {args.aa} --planted {args.planted} "
-             f"--plant {args.plant} --cost {args.cost}`, {result['started']} to {result['finished']}", "",
-             f"- A/A: {aa['regressed']} false alarms in {aa['verdicts']} verdicts ({aa['sessions']} sessions); "
-             f"noisy {aa['noisy']} of {aa['verdicts']}",
-             f"- planted -{args.plant:.0%}: caught {pl['regressed']} of {pl['verdicts']} ({pl['sessions']} sessions)",
-             f"- verdicts whose stated limit was at most the planted {1 - 1 / (1 + args.plant):.1%}: "
-             f"{result['statement']['stated_at_most_the_plant']}, caught {result['statement']['caught']}",
-             f"- cost: paired / plain wall time, median of {len(cost)}: "
-             f"{result['cost']['median_ratio']:.2f}" if cost else "- cost: not measured", "",
-             "| kind | A/A verdicts | false alarms | noisy | median stated limit | planted verdicts | caught |",
-             "|---|---|---|---|---|---|---|"]
-    for kind in sorted(set(aa["by_kind"]) | set(pl["by_kind"])):
-        a, p = aa["by_kind"].get(kind, {}), pl["by_kind"].get(kind, {})
-        limit = a.get("median_stated_limit")
-        lines.append(f"| {kind} | {a.get('verdicts', 0)} | {a.get('regressed', 0)} | {a.get('noisy', 0)} | "
-                     f"{'-' if limit is None else f'{limit:.1%}'} | {p.get('verdicts', 0)} | {p.get('regressed', 0)} |")
-    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
+            write_results(result, args, cost)
+    lines = write_results(result, args, cost)
     print("\n".join(lines))
     return 0
 
