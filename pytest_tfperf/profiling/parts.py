@@ -86,7 +86,7 @@ class Attribution:
     paced_by: Change | None = None  # the stage behind a moved input wait
     scale: float = 1.0  # the common factor the untouched groups moved by (``noise.common_factor``)
     drift: float = 0.0  # seconds per iteration of wall time that factor accounts for: an additive part of its own
-    pipeline: tuple[Change, ...] = ()  # tf.data stages and function work beyond noise, upstream first
+    pipeline: tuple[Change, ...] = ()  # tf.data stages and function work beyond noise, largest own change first
     base_logdir: str | None = None
     current_logdir: str | None = None
     # The remainder, split (they add up to it): groups within their noise, moved but unlisted, and
@@ -144,7 +144,7 @@ class Attribution:
     @property
     def top(self) -> Change | None:
         """The cause to name first: the consumer's input wait is a symptom, so the stage behind it is named instead;
-        with nothing on the step's path beyond its noise, the most upstream tf.data stage that moved."""
+        with nothing on the step's path beyond its noise, the tf.data stage whose own change is largest."""
         if not self.causes:
             if self.pipeline:
                 return self.pipeline[0]

@@ -11,7 +11,7 @@ In order:
 2. most of the profiled change outside every op and stage TensorFlow traced (the explanation's own hint
    line): that, with its share of the profiled change, since a small op listed first would mislead;
 3. the top cause on the step's path;
-4. nothing on the step's path, but tf.data stages moved: the most upstream one;
+4. nothing on the step's path, but tf.data stages moved: the one whose own change is largest;
 5. on a GPU, the other path's groups (not on the step's path);
 6. the explanation's own "nothing moved" line.
 """
