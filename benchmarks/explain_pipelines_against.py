@@ -218,6 +218,11 @@ def stage_name(key: str | None) -> str:
     return key.split("/")[-1]
 
 
+def said_nothing_moved(lines: list[str]) -> bool:
+    """The explanation said no op or stage moved beyond its noise (``Attribution.nothing_moved``'s wording)."""
+    return any("no op or stage moved beyond its noise" in line for line in lines)
+
+
 def find_explanation(doc: Any) -> Mapping[str, Any] | None:
     if isinstance(doc, Mapping):
         if isinstance(doc.get("explanation"), Mapping):
@@ -251,8 +256,31 @@ def session(repo: Path, case: str, index: int) -> dict[str, Any]:
             "load": round(os.getloadavg()[0], 2), "verdict": verdict, "red": proc.returncode == 1,
             "explained": isinstance(data, Mapping) and "causes" in data, "named_first": first,
             "stage": stage_name(first), "planted_first": bool(ALL[case][4](stage_name(first))),
-            "nothing_moved": bool(isinstance(data, Mapping) and data.get("nothing_moved")),
+            "nothing_moved": said_nothing_moved(lines),
             "lines": lines, "tail": "" if lines else (proc.stdout + proc.stderr)[-3000:]}
+
+
+def write(report: dict[str, Any], out: Path) -> list[str]:
+    """The JSON and the Markdown table of a run (its summary computed from its runs)."""
+    runs = report["runs"]
+    red = [r for r in runs if r["red"]]
+    report["summary"] = {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
+                         "planted_first": sum(r["planted_first"] for r in red),
+                         "nothing_moved": sum(r["nothing_moved"] for r in red)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(str(out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
+    s = report["summary"]
+    md = [f"# Default-option pipelines explained under --tfperf-against (commit {report['commit']})", "",
+          f"`{report['command']}`, {report['started']} to {report['finished']}, {report['cores']} CPUs", "",
+          f"- red verdicts: {s['red']} of {s['sessions']} sessions; explained {s['explained']}; the planted stage "
+          f"named first {s['planted_first']} of {s['red']}; \"nothing moved\" {s['nothing_moved']}", "",
+          "| case | session | verdict | named first | planted first | load |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        verdict = re.sub(r"\s+", " ", r["verdict"])[:80].replace("|", "/")
+        md.append(f"| {r['case']} | {r['session']} | {verdict or ('rc ' + str(r['returncode']))} | "
+                  f"`{r['named_first']}` | {r['planted_first']} | {r['load']} |")
+    Path(str(out) + ".md").write_text("\n".join(md) + "\n")
+    return md
 
 
 def main() -> int:
@@ -262,7 +290,15 @@ def main() -> int:
                         help="dev: the four cases the own-change rule was chosen on; heldout: four written after it")
     parser.add_argument("--cases", nargs="*", help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_pipelines_against")
+    parser.add_argument("--summarise", type=Path, metavar="JSON",
+                        help="only write the Markdown again from a results file (flags read again from its lines)")
     args = parser.parse_args()
+    if args.summarise:
+        report = json.loads(args.summarise.read_text())
+        for r in report["runs"]:
+            r["nothing_moved"] = said_nothing_moved(r["lines"])
+        write(report, Path(str(args.summarise).removesuffix(".json")))
+        return 0
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -277,27 +313,10 @@ def main() -> int:
                 print(f"{case} {i}: rc {r['returncode']} {r['verdict'][:90]!r} first {r['named_first']!r} "
                       f"planted {r['planted_first']} {r['wall_s']} s load {r['load']}", flush=True)
     finished = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    red = [r for r in runs if r["red"]]
     report = {"commit": commit, "started": started, "finished": finished, "cores": os.cpu_count(),
               "command": "PYTHONPATH=$PWD .venv/bin/python benchmarks/explain_pipelines_against.py "
-                         f"--sessions {args.sessions} --set {args.set}", "runs": runs,
-              "summary": {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
-                          "planted_first": sum(r["planted_first"] for r in red),
-                          "nothing_moved": sum(r["nothing_moved"] for r in red)}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    Path(str(args.out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
-    s = report["summary"]
-    md = [f"# Default-option pipelines explained under --tfperf-against (commit {commit})", "",
-          f"`{report['command']}`, {started} to {finished}, {os.cpu_count()} CPUs", "",
-          f"- red verdicts: {s['red']} of {s['sessions']} sessions; explained {s['explained']}; the planted stage "
-          f"named first {s['planted_first']} of {s['red']}; \"nothing moved\" {s['nothing_moved']}", "",
-          "| case | session | verdict | named first | planted first | load |", "|---|---|---|---|---|---|"]
-    for r in runs:
-        verdict = re.sub(r"\s+", " ", r["verdict"])[:80].replace("|", "/")
-        md.append(f"| {r['case']} | {r['session']} | {verdict or ('rc ' + str(r['returncode']))} | "
-                  f"`{r['named_first']}` | {r['planted_first']} | {r['load']} |")
-    Path(str(args.out) + ".md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+                         f"--sessions {args.sessions} --set {args.set}", "runs": runs}
+    print("\n".join(write(report, args.out)))
     return 0
 
 
