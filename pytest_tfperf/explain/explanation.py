@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_tfperf.explain.settle import SETTLE_MAX_S, pulls_from_dataset, settle
 from pytest_tfperf.measuring.workload import Workload
 from pytest_tfperf.model import Timings
 from pytest_tfperf.profiling.profile_model import Profile
@@ -146,10 +147,11 @@ def over_budget(outcome: ProfileOutcome, budget_s: float | None, what: str) -> s
 
 def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: str, iterations: int,
                  profiler: Profiler | None = None, rounds_s: float | None = None,
-                 cost: list[str] | None = None) -> tuple[Profile | None, str | None]:
+                 cost: list[str] | None = None, median_s: float | None = None) -> tuple[Profile | None, str | None]:
     """One side's profiled pass: (profile, None) or (None, the reason there is none); at most ``rounds_s`` long
     (the side's measured rounds), ``iterations`` per window at most. A pass over that budget adds its line
-    (``over_budget``) to ``cost``."""
+    (``over_budget``) to ``cost``. ``median_s``: this side's measured time per iteration; a workload that pulls
+    from a dataset is first ``settle``d to it."""
     if profiler is None:
         from pytest_tfperf.profiling.capture import profile_step
 
@@ -158,8 +160,13 @@ def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: st
     shutil.rmtree(logdir, ignore_errors=True)  # the folder holds this run's profile only
     try:
         logdir.mkdir(parents=True, exist_ok=True)
-        outcome = profiler(one_iteration(workload), logdir, name=side, windows=WINDOWS, iterations=iterations,
-                           **_budget(rounds_s))
+        call = one_iteration(workload)
+        budget = rounds_s
+        if median_s is not None and pulls_from_dataset(workload):
+            cap = SETTLE_MAX_S if rounds_s is None else min(SETTLE_MAX_S, rounds_s / 4)
+            _, spent = settle(call, median_s, cap)
+            budget = None if rounds_s is None else max(rounds_s - spent, rounds_s * 1e-3)  # bounded, always
+        outcome = profiler(call, logdir, name=side, windows=WINDOWS, iterations=iterations, **_budget(budget))
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the explanation says why it is missing
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return None, f"the {side} side's profiled pass raised {type(exc).__name__}: {first}"
@@ -217,10 +224,12 @@ def explain_pair(test_id: str, reference: Workload, variant: Workload, measured_
     iterations = iterations_for(median_s, budget_s)
     half = None if rounds_s is None else rounds_s / 2  # one pass per side: each within half of both rounds
     cost: list[str] = []
-    base, why = profile_side(reference, rootdir, test_id, "reference", iterations, profiler, half, cost)
+    base, why = profile_side(reference, rootdir, test_id, "reference", iterations, profiler, half, cost,
+                             median_s=median_s)
     current = None
     if base is not None:
-        current, why = profile_side(variant, rootdir, test_id, "variant", iterations, profiler, half, cost)
+        current, why = profile_side(variant, rootdir, test_id, "variant", iterations, profiler, half, cost,
+                                    median_s=median_s + measured_s)
     return explain(base, current, measured_s, why, cost)
 
 
@@ -270,7 +279,8 @@ def explain_stored(test_id: str, stored: Mapping[str, Any] | None, current_workl
         return Explanation(lines=(f"no explanation: {reason}",), reason=reason)
     cost: list[str] = []
     current, why = profile_side(current_workload, rootdir, test_id, "current",
-                                iterations_for(median_s, budget_s), profiler, rounds_s, cost)
+                                iterations_for(median_s, budget_s), profiler, rounds_s, cost,
+                                median_s=median_s + measured_s)
     return explain(base, current, measured_s, why, cost,
                    pointer=_stored_pointer(rootdir, base.logdir, profile_dir(rootdir, test_id, "current"),
                                            test_id, commit))
@@ -339,7 +349,8 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
             why = f"the partner's profile cannot be read ({exc}); install the same pytest-tfperf for both trees"
     current = None
     if base is not None:
-        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler, rounds_s, cost)
+        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler, rounds_s, cost,
+                                    median_s=median_s + measured_s)
         if why is not None:
             why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
     return explain(base, current, measured_s, why, [c.replace("the this side", "this side", 1) for c in cost])

@@ -202,7 +202,8 @@ def profile_for_coordinator(profiler: Profiler | None, workloads: dict[str, Work
     cost: list[str] = []
     profile, why = profile_side(workloads[name], str(message["rootdir"]), str(message["test_id"]),
                                 str(message.get("side", "partner")), int(message["iterations"]), profiler,
-                                None if mine is None else rounds_seconds(mine.timings), cost)
+                                None if mine is None else rounds_seconds(mine.timings), cost,
+                                median_s=None if mine is None else mine.median_s)
     data = None if profile is None else profile.to_dict()
     if data is not None and cost:
         data["cost"] = cost[0]  # the pass over its budget: said in the coordinator's message (explain_against)

@@ -199,6 +199,19 @@ def test_the_stage_whose_own_change_is_largest_is_behind_the_wait_not_a_tiny_sou
         explanation_lines(att))
 
 
+def test_the_root_iterator_is_downstream_of_every_stage() -> None:
+    """``Iterator::Root`` is what the consumer calls; its key drops the path (``stage:Root``), yet every stage is
+    upstream of it. Seen under --tfperf-against at load 5: Root grew with the map below it and was named."""
+    wait_base = group("wait:input", (0.03,) * 5, kind="input wait")
+    wait_now = group("wait:input", (2.8, 2.7, 2.9, 2.8, 2.8), kind="input wait")
+    base = profile(wait_base, stage("stage:Root", (0.05, 0.051, 0.049, 0.05, 0.05), False, 0.05),
+                   stage("stage:Prefetch/Map", (0.5, 0.51, 0.49, 0.5, 0.5), True, 0.5), wall=(0.6,) * 5)
+    current = profile(wait_now, stage("stage:Root", (3.0, 3.05, 2.95, 3.0, 3.0), False, 3.0),
+                      stage("stage:Prefetch/Map", (2.9, 2.95, 2.85, 2.9, 2.9), True, 2.9), wall=(3.2,) * 5)
+    att = attribute(base, current, 2.6 * MS)
+    assert att.paced_by is not None and att.paced_by.key == "stage:Prefetch/Map"
+
+
 def test_a_slower_map_above_a_steady_batch_is_behind_the_wait() -> None:
     """Self times on one thread: the map's own work grew 2 ms, the batch downstream of it 0.1 ms (its share of
     the slower elements' bookkeeping). The map's own change is the larger: it is named, though it is upstream."""

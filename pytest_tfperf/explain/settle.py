@@ -1,0 +1,56 @@
+"""A profiled pass over a dataset starts where the timed rounds were: the pipeline's buffers drained first.
+
+Pure of TensorFlow: a pull is a callable, the clock a function (the tests' is fake).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+
+from pytest_tfperf.measuring.workload import DatasetPuller, Workload
+
+# A pipeline works ahead on its own threads while its process waits (the partner's pass, the verdict, the
+# other side's pass): its buffers fill, and a pass that starts on them reads elements made before it began
+# (seen under --tfperf-against: a Python filter measured 14x slower read as unchanged in the pass, and the
+# slower side's windows ran at the faster side's speed). So a pass over a dataset first pulls, unprofiled,
+# until the pulls take what the measured rounds' iterations took: SETTLE_CALLS in a row averaging at least
+# SETTLE_SHARE of the rounds' median (an element waiting in a buffer comes back in microseconds, one made
+# while the consumer waits takes the rounds' time). At most SETTLE_MAX_S, and at most a quarter of the pass's
+# budget, which the pass's own windows keep the rest of.
+SETTLE_CALLS = 5
+SETTLE_SHARE = 0.5
+SETTLE_MAX_S = 5.0
+
+
+def pulls_from_dataset(workload: Workload) -> bool:
+    """Whether an iteration pulls from a dataset (``tfperf.iterate``), whose pipeline can work ahead."""
+    return workload.pull is not None or isinstance(workload.call, DatasetPuller)
+
+
+# The settling's clock, looked up at each call: the tests replace it with a fake one.
+_clock: Callable[[], float] = time.perf_counter
+
+
+def settle(call: Callable[[], object], median_s: float, max_s: float = SETTLE_MAX_S) -> tuple[int, float]:
+    """Call ``call`` until ``SETTLE_CALLS`` calls in a row average at least ``SETTLE_SHARE`` of ``median_s`` (the
+    pipeline's buffers drained: it now makes what it hands over), or for ``max_s``; (calls made, seconds)."""
+    if not math.isfinite(median_s) or median_s <= 0.0 or max_s <= 0.0:
+        return 0, 0.0
+    clock = _clock
+    started = clock()
+    recent: deque[float] = deque(maxlen=SETTLE_CALLS)
+    calls = 0
+    while True:
+        before = clock()
+        call()
+        after = clock()
+        calls += 1
+        recent.append(after - before)
+        if len(recent) == SETTLE_CALLS and sum(recent) / SETTLE_CALLS >= SETTLE_SHARE * median_s:
+            break
+        if after - started >= max_s:
+            break
+    return calls, clock() - started
