@@ -161,12 +161,15 @@ def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: st
     try:
         logdir.mkdir(parents=True, exist_ok=True)
         call = one_iteration(workload)
-        budget = rounds_s
+        kwargs = _budget(rounds_s)
         if median_s is not None and pulls_from_dataset(workload):
+            # Settled inside the pass, right before its windows (after the calibration and the profiler's start,
+            # during which the buffers fill again); the settling may take a quarter of the budget, the rest of
+            # the pass the other three.
             cap = SETTLE_MAX_S if rounds_s is None else min(SETTLE_MAX_S, rounds_s / 4)
-            _, spent = settle(call, median_s, cap)
-            budget = None if rounds_s is None else max(rounds_s - spent, rounds_s * 1e-3)  # bounded, always
-        outcome = profiler(call, logdir, name=side, windows=WINDOWS, iterations=iterations, **_budget(budget))
+            kwargs = _budget(None if rounds_s is None else rounds_s - cap)
+            kwargs["before_windows"] = lambda: settle(call, median_s, cap)
+        outcome = profiler(call, logdir, name=side, windows=WINDOWS, iterations=iterations, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the explanation says why it is missing
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return None, f"the {side} side's profiled pass raised {type(exc).__name__}: {first}"

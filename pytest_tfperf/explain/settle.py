@@ -13,13 +13,15 @@ from collections.abc import Callable
 from pytest_tfperf.measuring.workload import DatasetPuller, Workload
 
 # A pipeline works ahead on its own threads while its process waits (the partner's pass, the verdict, the
-# other side's pass): its buffers fill, and a pass that starts on them reads elements made before it began
-# (seen under --tfperf-against: a Python filter measured 14x slower read as unchanged in the pass, and the
-# slower side's windows ran at the faster side's speed). So a pass over a dataset first pulls, unprofiled,
-# until the pulls take what the measured rounds' iterations took: SETTLE_CALLS in a row averaging at least
-# SETTLE_SHARE of the rounds' median (an element waiting in a buffer comes back in microseconds, one made
-# while the consumer waits takes the rounds' time). At most SETTLE_MAX_S, and at most a quarter of the pass's
-# budget, which the pass's own windows keep the rest of.
+# other side's pass, the pass's own calibration and the profiler's start): its buffers fill, and windows that
+# start on them read elements made before they began (seen under --tfperf-against: a Python filter measured
+# 14x slower read as unchanged in the pass). So a pass over a dataset first pulls, unprofiled, until the pulls
+# take what the measured rounds' iterations took: SETTLE_CALLS in a row averaging at least SETTLE_SHARE of the
+# rounds' median (an element waiting in a buffer comes back in microseconds, one made while the consumer waits
+# takes the rounds' time). It runs inside the pass, right before its first window (``profiling.capture``'s
+# ``before_windows``): settled before the pass instead, the buffers filled again during its calibration (a CSV
+# decode 36x slower read +0.1 ms against +2.9 ms measured). At most SETTLE_MAX_S, and at most a quarter of the
+# pass's budget; the rest of the pass keeps the other three quarters.
 SETTLE_CALLS = 5
 SETTLE_SHARE = 0.5
 SETTLE_MAX_S = 5.0

@@ -87,13 +87,15 @@ def profile_step(step: Callable[[], Any], logdir: str | Path, *, name: str = "st
                  windows: int = DEFAULT_WINDOWS, iterations: int = DEFAULT_ITERATIONS, warmup: int = 1,
                  top: int = 30, host_tracer_level: int = 2, parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S,
                  max_bytes: int = DEFAULT_MAX_BYTES, budget_s: float | None = None,
-                 min_windows: int | None = None, stop_timeout_s: float | None = None) -> ProfileOutcome:
+                 min_windows: int | None = None, stop_timeout_s: float | None = None,
+                 before_windows: Callable[[], object] | None = None) -> ProfileOutcome:
     """Profile ``windows`` windows of ``iterations`` calls of ``step`` (after ``warmup`` unprofiled calls);
     with ``budget_s``, the whole pass within it (see ``profile_steps``)."""
     return profile_steps({name: step}, logdir, windows=windows, iterations=iterations, warmup=warmup, top=top,
                          host_tracer_level=host_tracer_level, parse_timeout_s=parse_timeout_s,
                          max_bytes=max_bytes, budget_s=budget_s, min_windows=min_windows,
-                         stop_timeout_s=stop_timeout_s)[name]
+                         stop_timeout_s=stop_timeout_s,
+                         before_windows=None if before_windows is None else {name: before_windows})[name]
 
 
 def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *, windows: int = DEFAULT_WINDOWS,
@@ -101,7 +103,8 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
                   settle: int | Mapping[str, int] = 0, top: int = 30, host_tracer_level: int = 2,
                   parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S, max_bytes: int = DEFAULT_MAX_BYTES,
                   budget_s: float | None = None, min_windows: int | None = None,
-                  stop_timeout_s: float | None = None) -> dict[str, ProfileOutcome]:
+                  stop_timeout_s: float | None = None,
+                  before_windows: Mapping[str, Callable[[], object]] | None = None) -> dict[str, ProfileOutcome]:
     """Profile several steps (the sides of a comparison) in ONE profiler session, their windows alternating.
 
     Round ``r`` runs one window of each side, in the given order on even
@@ -126,6 +129,10 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
     ran. The calibration's own profile is deleted. With a budget the warm-up
     runs after the calibration, just before the windows, and at most a
     window's worth of calls (the calibration's calls warm the step first).
+
+    ``before_windows[side]`` runs once, unmarked, after the profiler started and right before the first
+    window: last, so that nothing the pass does before its windows (the calibration, the profiler's start)
+    leaves a pipeline's buffers full again (``explain.settle``).
 
     Stopping the profiler waits at most ``stop_timeout_s`` (default
     ``DEFAULT_STOP_TIMEOUT_S``) and reading the profile at most
@@ -197,6 +204,10 @@ def profile_steps(steps: Mapping[str, Callable[[], Any]], logdir: str | Path, *,
     # times against it (profiling.attribution's CPU frame).
     cpu: dict[str, list[float]] = {side: [] for side in steps}
     try:
+        for side in order:
+            if before_windows and side in before_windows:
+                before_windows[side]()
+        windows_started = time.monotonic()  # the windows' time, not the settling's
         for window in range(windows):
             round_started = time.monotonic()
             if deadline is not None and window >= least and round_started + last_round > deadline:

@@ -331,3 +331,17 @@ def test_each_window_carries_the_process_cpu_clock_per_iteration(fake: FakeProfi
     assert outcomes["a"].profile.cpu == pytest.approx((0.5 / 2, 6.5 / 2, 8.5 / 2))
     assert outcomes["b"].profile.cpu == pytest.approx((2.5, 4.5, 10.5))
     assert Profile.from_dict(outcomes["b"].profile.to_dict()).cpu == pytest.approx((2.5, 4.5, 10.5))
+
+
+def test_before_windows_runs_once_after_the_profiler_started_and_right_before_the_first_window(
+        clocked: tuple[FakeProfiler, FakeClock, dict[str, Any]], tmp_path: Path) -> None:
+    """A pipeline's buffers refill during the calibration session and the profiler's start: the settling
+    (``explain.settle``) must come after both, the last thing before the windows, unmarked."""
+    fake, clock, cost = clocked
+    step = _step(clock, cost, "step", [])
+    when: list[str] = []
+    outcome = profile_step(step, tmp_path, windows=5, iterations=4, budget_s=1.0,
+                           before_windows=lambda: when.append(fake.events[-1]))
+    assert outcome.plan is not None, outcome.reason
+    assert when == ["start"]  # once: the main session had started, and no window yet
+    assert fake.events[fake.events.index("start", fake.events.index("stop") + 1) + 1] == "enter tfperf_window"
