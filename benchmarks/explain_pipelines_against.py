@@ -16,10 +16,15 @@ pipeline with ``tfperf.iterate``; nothing in it changes tf.data's options.
 
 The judge was written before the first run and is not changed after it: the
 cause the report leads with (``reports.explain_headline``: the stage behind
-the consumer's wait, else the top cause, else the most upstream stage that
-moved) must be the planted stage, read from the stage's own name (the last
+the consumer's wait, else the top cause, else the stage that moved with the
+largest own change) must be the planted stage, read from the stage's own name (the last
 element of its path, so that a source below a planted map does not count).
 Writes ``benchmarks/results/explain_pipelines_against.{json,md}``.
+
+``--plain CASE ...`` instead times each case's healthy and regressed
+pipelines in one process, taking turns (4 turns of 3,000 pulls each after
+500 unmeasured), with no plugin: how much slower the regression is where
+nothing but the pipeline runs (``..._plain.{json,md}``).
 """
 
 from __future__ import annotations
@@ -378,6 +383,40 @@ def session(repo: Path, case: str, index: int) -> dict[str, Any]:
             "lines": lines, "tail": "" if lines else (proc.stdout + proc.stderr)[-3000:]}
 
 
+def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: int = 500) -> list[str]:
+    """Each case's two pipelines pulled in one process, taking turns; microseconds per pull, per turn."""
+    namespace: dict[str, Any] = {}
+    exec(COMMON + HELPERS, namespace)  # noqa: S102 - this file's own pipeline helpers
+    rows: dict[str, dict[str, list[float]]] = {}
+    for case in cases:
+        _, healthy, regressed, _, _ = ALL[case]
+        iterators = {side: iter(eval(expr, namespace))  # noqa: S307 - this file's own expressions
+                     for side, expr in (("healthy", healthy), ("regressed", regressed))}
+        for it in iterators.values():
+            for _ in range(warm):
+                next(it)
+        rows[case] = {side: [] for side in iterators}
+        for _ in range(turns):
+            for side, it in iterators.items():
+                started = time.perf_counter()
+                for _ in range(pulls):
+                    next(it)
+                rows[case][side].append((time.perf_counter() - started) / pulls * 1e6)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    Path(str(out) + ".json").write_text(json.dumps({"measured_at": when, "us_per_pull": rows,
+                                                    "load_average_1min": round(os.getloadavg()[0], 2)}, indent=1))
+    md = [f"# The pipelines alone, in one process, taking turns ({when}, load {os.getloadavg()[0]:.1f})", "",
+          f"`.venv/bin/python benchmarks/explain_pipelines_against.py --plain {' '.join(cases)}`", "",
+          "| case | healthy µs/pull (per turn) | regressed µs/pull (per turn) | regressed/healthy per turn |",
+          "|---|---|---|---|"]
+    for case, r in rows.items():
+        ratios = ", ".join(f"{b / a:.2f}" for a, b in zip(r["healthy"], r["regressed"]))
+        md.append(f"| {case} | {', '.join(f'{v:.0f}' for v in r['healthy'])} | "
+                  f"{', '.join(f'{v:.0f}' for v in r['regressed'])} | {ratios} |")
+    Path(str(out) + ".md").write_text("\n".join(md) + "\n")
+    return md
+
+
 def write(report: dict[str, Any], out: Path) -> list[str]:
     """The JSON and the Markdown table of a run (its summary computed from its runs)."""
     runs = report["runs"]
@@ -412,7 +451,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_pipelines_against")
     parser.add_argument("--summarise", type=Path, metavar="JSON",
                         help="only write the Markdown again from a results file (flags read again from its lines)")
+    parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(ALL),
+                        help="only time these cases' two pipelines in one process, taking turns, without the plugin")
     args = parser.parse_args()
+    if args.plain:
+        print("\n".join(plain(args.plain, Path(str(args.out) + "_plain"))))
+        return 0
     if args.summarise:
         report = json.loads(args.summarise.read_text())
         for r in report["runs"]:
