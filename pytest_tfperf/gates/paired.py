@@ -249,19 +249,28 @@ def slower_with_confidence(change_high: float, p_slower: float, tol: Tolerances)
     return change_high < 0.0 and p_slower <= 1.0 - tol.confidence
 
 
+def faster_with_confidence(change_low: float) -> bool:
+    """A fresh pair's reading that confirms an improvement: its lower bound above zero (the bound is one-sided
+    at the confidence level, so the test agrees). How much faster is decided on all pairs together."""
+    return change_low > 0.0
+
+
 def mean_change(changes: Sequence[float]) -> float:
     """The pairs' estimates together: the mean of their log changes, as a relative change. Unweighted: each
     pair's own offset, not its rounds' count, dominates its error."""
     return math.expm1(sum(math.log1p(c) for c in changes) / len(changes))
 
 
-def within_threshold_together(verdict: Verdict, changes: Sequence[float], tol: Tolerances) -> Verdict:
-    """A ``--tfperf-against`` regression that every pair of processes read slower, but whose pairs together
-    (``mean_change``) lie within the decision threshold: the verdict with its throughput unchanged, saying so.
-    The together figure has no interval of its own (each pair's offset dominates it), so none is given."""
+def within_threshold_together(verdict: Verdict, changes: Sequence[float], tol: Tolerances, *,
+                              faster: bool = False) -> Verdict:
+    """A ``--tfperf-against`` regression (``faster``: improvement) that every pair of processes read slower
+    (faster), but whose pairs together (``mean_change``) lie within the decision threshold (the tolerance):
+    the verdict with its throughput unchanged, saying so. The together figure has no interval of its own (each
+    pair's offset dominates it), so none is given."""
     together = mean_change(changes)
     each = ", ".join(signed_percent(c) for c in changes)
-    d = tol.throughput_decision_threshold
+    bound, what = (tol.throughput, "tolerance") if faster else (tol.throughput_decision_threshold, "decision threshold")
+    tolerance = "" if faster else f" (tolerance {percent(tol.throughput)})"
     metrics = []
     for m in verdict.metrics:
         if m.metric == "throughput" and m.baseline_value is not None:
@@ -271,8 +280,8 @@ def within_threshold_together(verdict: Verdict, changes: Sequence[float], tol: T
                 p_value=None,
                 message=(f"throughput: {format_value(m.baseline_value, m.unit)} -> {format_value(now, m.unit)} "
                          f"({signed_percent(together)}, the mean of {len(changes)} pairs of processes): each pair read "
-                         f"it slower ({each}), but together they lie within the {d:.1%} decision threshold "
-                         f"(tolerance {percent(tol.throughput)})"))
+                         f"it {'faster' if faster else 'slower'} ({each}), but together they lie within the "
+                         f"{bound:.1%} {what}{tolerance}"))
         metrics.append(m)
     return dataclasses.replace(verdict, metrics=tuple(metrics), status=overall_status(metrics))
 

@@ -343,14 +343,47 @@ def test_a_second_look_needs_a_fresh_pair_to_look_at() -> None:
 FASTER = measurement([0.8] * 20)  # 25% faster in every round: "improved" beyond doubt
 
 
-def test_an_improvement_is_said_only_when_two_fresh_processes_read_one_too() -> None:
+def test_an_improvement_is_said_only_when_two_fresh_pairs_read_one_too_and_together_beyond_the_tolerance() -> None:
     s = session()
     assert str(s._evaluate_against(FASTER, THEIRS, MarkerOptions()).verdict.status) == "improved"
-    s._confirm_against = lambda *a: ((measurement([0.82] * 20), THEIRS), None)  # type: ignore[method-assign]
+    asked: list[int] = []
+
+    def confirm(test_id: str, settings: RunSettings) -> Any:
+        asked.append(settings.rounds)
+        return (measurement([0.82] * 20), THEIRS), None
+
+    s._confirm_against = confirm  # type: ignore[method-assign]
     outcome = s._judge_against(TEST_ID, {"": FASTER}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
-    assert str(outcome.verdict.status) == "improved"
-    assert outcome.notices[-1].startswith(f"{TEST_ID}: improvement confirmed in two fresh processes, one of each "
+    assert str(outcome.verdict.status) == "improved" and len(asked) == 2
+    assert outcome.notices[-3].startswith(f"{TEST_ID}: improvement confirmed in two fresh processes, one of each "
                                           "version, taking turns: throughput:")
+    assert outcome.notices[-2].startswith(f"{TEST_ID}: improvement confirmed again in another two fresh processes")
+    assert outcome.notices[-1].startswith(f"{TEST_ID}: the three pairs of processes together: +23.")
+    assert outcome.notices[-1].endswith("beyond the 10.0% tolerance")
+
+
+def test_an_improvement_the_second_fresh_pair_does_not_see_is_not_said() -> None:
+    """One fresh pair agreeing is one more pair's word: unchanged code read "improved" 4 times in 1,014 so."""
+    s = session()
+    second = measurement([1.0] * 20)
+    pairs = iter([(measurement([0.82] * 20), THEIRS), (second, THEIRS)])
+    s._confirm_against = lambda *a: (next(pairs), None)  # type: ignore[method-assign]
+    measured = {"": FASTER}
+    outcome = s._judge_against(TEST_ID, measured, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert str(outcome.verdict.status) == "unchanged" and measured[""] is second
+    assert outcome.notices[-1].startswith(f"{TEST_ID}: improvement not confirmed: this process read throughput:")
+    assert "and one fresh pair confirmed it; another two fresh processes" in outcome.notices[-1]
+
+
+def test_an_improvement_every_pair_reads_but_by_less_than_the_tolerance_together_is_not_said() -> None:
+    s = session()
+    pairs = iter([(measurement([0.97] * 20), THEIRS), (measurement([0.97] * 20), THEIRS)])  # +3% each, surely
+    s._confirm_against = lambda *a: (next(pairs), None)  # type: ignore[method-assign]
+    outcome = s._judge_against(TEST_ID, {"": FASTER}, "", THEIRS, MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
+    assert str(outcome.verdict.status) == "unchanged"
+    assert outcome.notices[-1].startswith(f"{TEST_ID}: not said to be faster: every pair of processes read it faster")
+    throughput = next(m for m in outcome.verdict.metrics if m.metric == "throughput")
+    assert "each pair read it faster" in throughput.message and "within the 10.0% tolerance" in throughput.message
 
 
 def test_an_improvement_the_fresh_pair_does_not_see_reports_the_fresh_pair() -> None:
