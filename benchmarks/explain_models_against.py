@@ -1,0 +1,320 @@
+"""Model regressions explained on the user's own path: ``pytest --tfperf --tfperf-against``, held out.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/explain_models_against.py [--sessions 3]
+
+Issue 26, item 7: held-out cases written after every rule and constant of the
+explanation was frozen (commit 2525c3f, the code this file was written on),
+and run once; their figures are published whatever they are. Unlike
+``explain_heldout.py`` (three arms in one process, in its own harness), each
+case runs as a user meets it, like ``explain_pipelines_against.py`` does for
+pipelines: a throwaway git repository, revision A healthy, revision B the
+regression, ``pytest --tfperf --tfperf-against=HEAD~1`` on B in a fresh pair
+of processes per session, explanations on by default for a red verdict.
+
+The cases are Keras 3 models and training steps a user writes (a
+keras.applications model with ``weights=None``, a text model under
+``model.fit`` on a tf.data dataset with TensorFlow's default options, a
+custom ``GradientTape`` step, a small transformer block, a convolutional
+net, a step with a new group of short ops), each plant sized for about
+20-40% slower steps: a 10% change is beyond what this 2-core VM lets the gate
+see in Keras tests (it states 11-17% there).
+
+The judge was written with the cases, before any run: the report's headline
+(``reports.explain_headline``'s order, as ``explain_pipelines_against.named_first``
+reads it) must name the planted group, recognised from its key.
+``--plain CASE ...`` times each case's two steps in one process, taking turns,
+without the plugin: how much slower the plant is where nothing else runs.
+Writes ``benchmarks/results/explain_models_against.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from explain_pipelines_against import find_explanation, git, named_first, said_nothing_moved  # noqa: E402
+
+# Each case's module defines build() -> (a no-argument step, items per call). PLANTED is False in revision A and
+# True in revision B; nothing else differs.
+CASES: dict[str, tuple[str, str, Callable[[str], bool]]] = {
+    "mobilenetv2_conv_head": (
+        "MobileNetV2 (weights=None, alpha 0.35, 64x64) inference: a 3x3 Conv2D(256) head added on the backbone",
+        '''
+def build():
+    inputs = keras.Input((64, 64, 3))
+    h = keras.applications.MobileNetV2(weights=None, include_top=False, alpha=0.35, input_shape=(64, 64, 3))(inputs)
+    if PLANTED:
+        h = keras.layers.Conv2D(256, 3, padding="same", activation="relu", name="planted_head_conv")(h)
+    pooled = keras.layers.GlobalAveragePooling2D(name="touched_pool")(h)
+    outputs = keras.layers.Dense(10, name="touched_out")(pooled)
+    model = keras.Model(inputs, outputs)
+    x = tf.constant(RNG.random((16, 64, 64, 3), dtype=np.float32))
+    step = tf.function(lambda: model(x, training=False))
+    return step, 16
+''', lambda key: "planted_head_conv" in key),
+    "lstm_fit_token_dense": (
+        "Embedding + LSTM text classifier under model.fit on a tf.data dataset: a Dense(192) and a Dense(32) "
+        "back to the embedding's width added on every token",
+        '''
+def build():
+    layers = [keras.Input((64,), dtype="int32"), keras.layers.Embedding(3000, 32)]
+    if PLANTED:
+        layers += [keras.layers.Dense(192, activation="relu", name="planted_token_dense"),
+                   keras.layers.Dense(32, name="planted_token_proj")]
+    layers += [keras.layers.LSTM(48), keras.layers.Dense(2)]
+    model = keras.Sequential(layers)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    tokens = RNG.integers(0, 3000, (2048, 64)).astype(np.int32)
+    labels = RNG.integers(0, 2, 2048).astype(np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((tokens, labels)).repeat().batch(32).prefetch(tf.data.AUTOTUNE)
+    return (lambda: model.fit(ds, epochs=1, steps_per_epoch=4, verbose=0)), 4 * 32
+''', lambda key: "planted_token_" in key),
+    "gradient_tape_layer_widened": (
+        "a custom GradientTape training step on a Keras MLP: its existing middle Dense 512 -> 768 units",
+        '''
+def build():
+    model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+                              keras.layers.Dense(768 if PLANTED else 512, activation="relu", name="planted_middle"),
+                              keras.layers.Dense(256, activation="relu", name="touched_next"),
+                              keras.layers.Dense(10)])
+    optimizer = keras.optimizers.SGD(0.01)
+    x = tf.constant(RNG.random((128, 256), dtype=np.float32))
+    y = tf.constant(RNG.integers(0, 10, 128).astype(np.int32))
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step, 128
+''', lambda key: "planted_middle" in key),
+    "transformer_ffn_widened": (
+        "a one-block text transformer (MultiHeadAttention + feed-forward) train_on_batch: the FFN 128 -> 512 units",
+        '''
+def build():
+    inputs = keras.Input((48,), dtype="int32")
+    h = keras.layers.Embedding(2000, 64)(inputs)
+    h = keras.layers.LayerNormalization()(h + keras.layers.MultiHeadAttention(4, 16)(h, h))
+    f = keras.layers.Dense(512 if PLANTED else 128, activation="relu", name="planted_ffn")(h)
+    h = keras.layers.LayerNormalization()(h + keras.layers.Dense(64, name="planted_ffn_out")(f))
+    outputs = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(h))
+    model = keras.Model(inputs, outputs)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = RNG.integers(0, 2000, (32, 48)).astype(np.int32)
+    y = RNG.integers(0, 2, 32).astype(np.int32)
+    return (lambda: model.train_on_batch(x, y)), 32
+''', lambda key: "planted_ffn" in key),
+    "cnn_cost_spread": (
+        "a 3-layer CNN train_on_batch: every Conv2D 32 -> 36 filters (the cost spread over three layers)",
+        '''
+def build():
+    width = 36 if PLANTED else 32
+    model = keras.Sequential([keras.Input((32, 32, 3))]
+                             + [keras.layers.Conv2D(width, 3, padding="same", activation="relu", name=f"planted_conv_{i}")
+                                for i in range(3)]
+                             + [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10, name="touched_out")])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = RNG.random((32, 32, 32, 3), dtype=np.float32)
+    y = RNG.integers(0, 10, 32).astype(np.int32)
+    return (lambda: model.train_on_batch(x, y)), 32
+''', lambda key: "planted_conv_" in key),
+    "step_short_gathers": (
+        "a tf.function matmul step: 64 of its input's columns taken one by one (32 gathers, 32 slices) and stacked "
+        "back (a new group of short ops)",
+        '''
+def build():
+    w1 = tf.Variable(RNG.random((128, 256), dtype=np.float32) * 0.05)
+    w2 = tf.Variable(RNG.random((256, 128), dtype=np.float32) * 0.05)
+    x = tf.constant(RNG.random((256, 128), dtype=np.float32))
+
+    @tf.function
+    def step():
+        h = x
+        if PLANTED:
+            with tf.name_scope("planted_gathers"):
+                columns = [tf.gather(h, i, axis=1) for i in range(32)] + [h[:, 32 + i] for i in range(32)]
+                h = tf.concat([tf.stack(columns, axis=1), h[:, 64:]], axis=1)
+        return tf.reduce_sum(tf.tanh(tf.tanh(h @ w1) @ w2))
+
+    return step, 256
+''', lambda key: "planted_gathers" in key or any(op in key for op in ("Gather", "StridedSlice", "Pack"))),
+}
+
+HEADER = '''
+import numpy as np
+import tensorflow as tf
+import keras
+
+RNG = np.random.default_rng(3)
+PLANTED = {planted}
+'''
+
+TEST = '''
+from model import build
+
+
+def test_model(tfperf):
+    step, items = build()
+    tfperf(step, items=items)
+'''
+
+
+def model_module(case: str, planted: bool) -> str:
+    return HEADER.format(planted=planted) + CASES[case][1]
+
+
+def make_repo(repo: Path, case: str) -> None:
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    (repo / "test_model.py").write_text(TEST)
+    (repo / "model.py").write_text(model_module(case, False))
+    (repo / "pytest.ini").write_text("[pytest]\nfilterwarnings = ignore\n")
+    (repo / ".gitignore").write_text(".tfperf/\n*.json\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "A: healthy")
+    (repo / "model.py").write_text(model_module(case, True))
+    git(repo, "commit", "-qam", f"B: {case}")
+
+
+def session(repo: Path, case: str, index: int) -> dict[str, Any]:
+    out = repo / f"results-{index}.json"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", "--tfperf-against=HEAD~1",
+               "--tfperf-json", str(out), "-q"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    started = time.perf_counter()
+    proc = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=1500)
+    wall = time.perf_counter() - started
+    doc = json.loads(out.read_text()) if out.exists() else None
+    data = find_explanation(doc)
+    first = named_first(data)
+    verdict = next((line.strip() for line in proc.stdout.splitlines() if "throughput" in line and "%" in line), "")
+    lines = list(data.get("lines") or []) if isinstance(data, dict) else []
+    planted = CASES[case][2]
+    causes = [c for c in (data or {}).get("causes") or [] if isinstance(c, dict)]
+    keys = [str(c.get("key") or c.get("label")) for c in causes]
+    return {"case": case, "session": index, "returncode": proc.returncode, "wall_s": round(wall, 1),
+            "load": round(os.getloadavg()[0], 2), "verdict": verdict, "red": proc.returncode == 1,
+            "explained": isinstance(data, dict) and "causes" in data, "named_first": first,
+            "planted_first": bool(first and planted(first)),
+            "planted_in_top3": any(planted(k) for k in keys[:3]) or bool(first and planted(first)),
+            # secondary blame: a cause the plant did not touch (a layer whose input or output width the plant
+            # changed is named touched_* in the case and does not count)
+            "unplanted_causes": [k for k in keys if not planted(k) and "touched_" not in k
+                                 and not k.startswith("wait:")],
+            "nothing_moved": said_nothing_moved(lines),
+            "lines": lines, "tail": "" if lines else (proc.stdout + proc.stderr)[-3000:]}
+
+
+def plain(cases: list[str], out: Path, turns: int = 4, seconds: float = 2.0) -> list[str]:
+    """Each case's two steps called in one process, taking turns: milliseconds per call, per turn."""
+    rows: dict[str, dict[str, list[float]]] = {}
+    for case in cases:
+        steps = {}
+        for side, planted in (("healthy", False), ("regressed", True)):
+            namespace: dict[str, Any] = {}
+            exec(model_module(case, planted), namespace)  # noqa: S102 - this file's own cases
+            steps[side] = namespace["build"]()[0]
+            for _ in range(5):
+                steps[side]()
+        rows[case] = {side: [] for side in steps}
+        for _ in range(turns):
+            for side, step in steps.items():
+                calls, started = 0, time.perf_counter()
+                while time.perf_counter() - started < seconds:
+                    step()
+                    calls += 1
+                rows[case][side].append((time.perf_counter() - started) / calls * 1e3)
+        print(case, {s: [round(v, 2) for v in r] for s, r in rows[case].items()}, flush=True)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    Path(str(out) + ".json").write_text(json.dumps({"measured_at": when, "ms_per_call": rows,
+                                                    "load_average_1min": round(os.getloadavg()[0], 2)}, indent=1))
+    md = [f"# The model steps alone, in one process, taking turns ({when}, load {os.getloadavg()[0]:.1f})", "",
+          f"`.venv/bin/python benchmarks/explain_models_against.py --plain {' '.join(cases)}`", "",
+          "| case | healthy ms/call (per turn) | regressed ms/call (per turn) | regressed/healthy per turn |",
+          "|---|---|---|---|"]
+    for case, r in rows.items():
+        ratios = ", ".join(f"{b / a:.2f}" for a, b in zip(r["healthy"], r["regressed"]))
+        md.append(f"| {case} | {', '.join(f'{v:.2f}' for v in r['healthy'])} | "
+                  f"{', '.join(f'{v:.2f}' for v in r['regressed'])} | {ratios} |")
+    Path(str(out) + ".md").write_text("\n".join(md) + "\n")
+    return md
+
+
+def write(report: dict[str, Any], out: Path) -> list[str]:
+    runs = report["runs"]
+    red = [r for r in runs if r["red"]]
+    report["summary"] = {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
+                         "planted_first": sum(r["planted_first"] for r in red),
+                         "planted_in_top3": sum(r["planted_in_top3"] for r in red),
+                         "nothing_moved": sum(r["nothing_moved"] for r in red),
+                         "unplanted_causes": sum(len(r["unplanted_causes"]) for r in red)}
+    Path(str(out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
+    s = report["summary"]
+    md = [f"# Model regressions explained under --tfperf-against (commit {report['commit']})", "",
+          f"`{report['command']}`, {report['started']} to {report['finished']}, {report['cores']} CPUs", "",
+          f"- red verdicts: {s['red']} of {s['sessions']} sessions; explained {s['explained']}; the planted group "
+          f"named first {s['planted_first']} of {s['red']}, in the top 3 {s['planted_in_top3']}; \"nothing moved\" "
+          f"{s['nothing_moved']}; causes named that the plant did not touch: {s['unplanted_causes']}", "",
+          "| case | session | verdict | named first | planted first | other causes | load |",
+          "|---|---|---|---|---|---|---|"]
+    for r in runs:
+        verdict = re.sub(r"\s+", " ", r["verdict"])[:80].replace("|", "/")
+        md.append(f"| {r['case']} | {r['session']} | {verdict or ('rc ' + str(r['returncode']))} | "
+                  f"`{r['named_first']}` | {r['planted_first']} | {', '.join(r['unplanted_causes']) or '-'} | "
+                  f"{r['load']} |")
+    Path(str(out) + ".md").write_text("\n".join(md) + "\n")
+    return md
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--cases", nargs="*", choices=list(CASES), help="these cases only (default: all)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_models_against")
+    parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(CASES),
+                        help="only time these cases' two steps in one process, taking turns, without the plugin")
+    args = parser.parse_args()
+    if args.plain:
+        print("\n".join(plain(args.plain, Path(str(args.out) + "_plain"))))
+        return 0
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    runs: list[dict[str, Any]] = []
+    report = {"commit": commit, "started": started, "cores": os.cpu_count(), "runs": runs,
+              "command": f"PYTHONPATH=$PWD .venv/bin/python benchmarks/explain_models_against.py --sessions "
+                         f"{args.sessions}" + (f" --cases {' '.join(args.cases)}" if args.cases else "")}
+    with tempfile.TemporaryDirectory(prefix="tfperf-model-against-") as tmp:
+        for case in args.cases or list(CASES):
+            repo = Path(tmp) / case
+            make_repo(repo, case)
+            for i in range(args.sessions):
+                r = session(repo, case, i)
+                runs.append(r)
+                print(f"{case} {i}: rc {r['returncode']} {r['verdict'][:90]!r} first {r['named_first']!r} "
+                      f"planted {r['planted_first']} {r['wall_s']} s load {r['load']}", flush=True)
+                report["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                write(report, args.out)  # after every session: a run stopped early keeps what it measured
+    print("\n".join(write(report, args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
