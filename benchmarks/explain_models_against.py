@@ -157,6 +157,106 @@ def build():
 ''', lambda key: "planted_gathers" in key or any(op in key for op in ("Gather", "StridedSlice", "Pack"))),
 }
 
+# Written after the attribution read its spreads from testable groups only, each group's from the others
+# (commit a85f2b2, chosen on CASES' run), before any run of these.
+HELDOUT2: dict[str, tuple[str, str, Callable[[str], bool]]] = {
+    "efficientnet_head_dense": (
+        "EfficientNetB0 (weights=None, 64x64) inference: a Dense(8192) added to its pooled head",
+        '''
+def build():
+    inputs = keras.Input((64, 64, 3))
+    h = keras.applications.EfficientNetB0(weights=None, include_top=False, input_shape=(64, 64, 3),
+                                          pooling="avg")(inputs)
+    if PLANTED:
+        h = keras.layers.Dense(8192, activation="relu", name="planted_head_dense")(h)
+    model = keras.Model(inputs, keras.layers.Dense(10, name="touched_out")(h))
+    x = tf.constant(RNG.random((8, 64, 64, 3), dtype=np.float32))
+    step = tf.function(lambda: model(x, training=False))
+    return step, 8
+''', lambda key: "planted_head_dense" in key),
+    "gru_fit_conv_added": (
+        "Embedding + GRU text classifier under model.fit on a tf.data dataset: a Conv1D(128, 7) and a 1x1 Conv1D back "
+        "to the embedding's width added before the GRU",
+        '''
+def build():
+    layers = [keras.Input((80,), dtype="int32"), keras.layers.Embedding(4000, 32)]
+    if PLANTED:
+        layers += [keras.layers.Conv1D(128, 7, padding="same", activation="relu", name="planted_conv1d"),
+                   keras.layers.Conv1D(32, 1, name="planted_conv1d_proj")]
+    layers += [keras.layers.GRU(32), keras.layers.Dense(2)]
+    model = keras.Sequential(layers)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    tokens = RNG.integers(0, 4000, (2048, 80)).astype(np.int32)
+    labels = RNG.integers(0, 2, 2048).astype(np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((tokens, labels)).shuffle(512).repeat().batch(64).prefetch(tf.data.AUTOTUNE)
+    return (lambda: model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)), 2 * 64
+''', lambda key: "planted_conv1d" in key),
+    "mlp_activation_gelu": (
+        "an MLP train_on_batch: its widest Dense layer's activation relu -> gelu (exact, with erf): the same layer slower",
+        '''
+def build():
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"),
+                              keras.layers.Dense(2048, activation="gelu" if PLANTED else "relu", name="planted_dense"),
+                              keras.layers.Dense(10)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = RNG.random((512, 64), dtype=np.float32)
+    y = RNG.integers(0, 10, 512).astype(np.int32)
+    return (lambda: model.train_on_batch(x, y)), 512
+''', lambda key: "planted_dense" in key),
+    "attention_heads_doubled": (
+        "a text classifier with one MultiHeadAttention layer train_on_batch: 2 heads -> 3 heads of 32",
+        '''
+def build():
+    inputs = keras.Input((64,), dtype="int32")
+    h = keras.layers.Embedding(3000, 64)(inputs)
+    h = h + keras.layers.MultiHeadAttention(3 if PLANTED else 2, 32, name="planted_mha")(h, h)
+    h = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(h))
+    model = keras.Model(inputs, keras.layers.Dense(2)(h))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = RNG.integers(0, 3000, (32, 64)).astype(np.int32)
+    y = RNG.integers(0, 2, 32).astype(np.int32)
+    return (lambda: model.train_on_batch(x, y)), 32
+''', lambda key: "planted_mha" in key),
+    "fit_augmentation_layer": (
+        "a small CNN under model.fit on a tf.data dataset: a RandomTranslation augmentation layer added in the model",
+        '''
+def build():
+    layers = [keras.Input((32, 32, 3))]
+    if PLANTED:
+        layers.append(keras.layers.RandomTranslation(0.1, 0.1, name="planted_translate"))
+    layers += [keras.layers.Conv2D(16, 3, activation="relu"), keras.layers.MaxPooling2D(),
+               keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.GlobalAveragePooling2D(),
+               keras.layers.Dense(10)]
+    model = keras.Sequential(layers)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    images = RNG.random((1024, 32, 32, 3), dtype=np.float32)
+    labels = RNG.integers(0, 10, 1024).astype(np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat().batch(32).prefetch(tf.data.AUTOTUNE)
+    return (lambda: model.fit(ds, epochs=1, steps_per_epoch=4, verbose=0)), 4 * 32
+''', lambda key: "planted_translate" in key),
+    "parallel_branch_widened": (
+        "a tf.function step of four independent matmul branches summed (a parallel-op graph): one branch's hidden "
+        "width 256 -> 448",
+        '''
+def build():
+    x = tf.constant(RNG.random((256, 256), dtype=np.float32))
+    widths = [448 if (PLANTED and i == 2) else 256 for i in range(4)]
+    ins = [tf.Variable(RNG.random((256, w), dtype=np.float32) * 0.05) for w in widths]
+    outs = [tf.Variable(RNG.random((w, 128), dtype=np.float32) * 0.05) for w in widths]
+
+    @tf.function
+    def step():
+        total = 0.0
+        for i in range(4):
+            with tf.name_scope("planted_branch" if i == 2 else f"branch_{i}"):
+                total += tf.reduce_sum(tf.tanh(tf.tanh(x @ ins[i]) @ outs[i]))
+        return total
+
+    return step, 256
+''', lambda key: "planted_branch" in key),
+}
+ALL = {**CASES, **HELDOUT2}
+
 HEADER = '''
 import numpy as np
 import tensorflow as tf
@@ -177,7 +277,7 @@ def test_model(tfperf):
 
 
 def model_module(case: str, planted: bool) -> str:
-    return HEADER.format(planted=planted) + CASES[case][1]
+    return HEADER.format(planted=planted) + ALL[case][1]
 
 
 def make_repo(repo: Path, case: str) -> None:
@@ -206,7 +306,7 @@ def session(repo: Path, case: str, index: int) -> dict[str, Any]:
     first = named_first(data)
     verdict = next((line.strip() for line in proc.stdout.splitlines() if "throughput" in line and "%" in line), "")
     lines = list(data.get("lines") or []) if isinstance(data, dict) else []
-    planted = CASES[case][2]
+    planted = ALL[case][2]
     causes = [c for c in (data or {}).get("causes") or [] if isinstance(c, dict)]
     keys = [str(c.get("key") or c.get("label")) for c in causes]
     return {"case": case, "session": index, "returncode": proc.returncode, "wall_s": round(wall, 1),
@@ -286,9 +386,12 @@ def write(report: dict[str, Any], out: Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
-    parser.add_argument("--cases", nargs="*", choices=list(CASES), help="these cases only (default: all)")
+    parser.add_argument("--set", choices=("first", "heldout2"), default="first",
+                        help="first: the six cases run once on the rules of aaf92c7 (the spread rule of a85f2b2 was "
+                             "chosen on their run); heldout2: six written after a85f2b2, before any run of them")
+    parser.add_argument("--cases", nargs="*", choices=list(ALL), help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_models_against")
-    parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(CASES),
+    parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(ALL),
                         help="only time these cases' two steps in one process, taking turns, without the plugin")
     args = parser.parse_args()
     if args.plain:
@@ -300,9 +403,9 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     report = {"commit": commit, "started": started, "cores": os.cpu_count(), "runs": runs,
               "command": f"PYTHONPATH=$PWD .venv/bin/python benchmarks/explain_models_against.py --sessions "
-                         f"{args.sessions}" + (f" --cases {' '.join(args.cases)}" if args.cases else "")}
+                         f"{args.sessions} --set {args.set}" + (f" --cases {' '.join(args.cases)}" if args.cases else "")}
     with tempfile.TemporaryDirectory(prefix="tfperf-model-against-") as tmp:
-        for case in args.cases or list(CASES):
+        for case in args.cases or list({"first": CASES, "heldout2": HELDOUT2}[args.set]):
             repo = Path(tmp) / case
             make_repo(repo, case)
             for i in range(args.sessions):
