@@ -82,8 +82,7 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
         b, c = base.group(k), current.group(k)
         ref = c if c is not None else b
         assert ref is not None
-        pending.append(_group(b, c, base, current, _own_spread(device_f if ref.on_device else host_f, base, current,
-                                                               ref.on_device, k), clock,
+        pending.append(_group(b, c, base, current, device_f if ref.on_device else host_f, clock,
                               (shrink_device if ref.on_device else shrink_host) if ref.kind in _SHRUNK else None))
     pending.append(_series("other", "other", "groups beyond the top kept", base.other, current.other, host_f))
     if devices:
@@ -223,19 +222,9 @@ def _group(b: Group | None, c: Group | None, base: Profile, current: Profile, fa
 _SHRUNK = ("layer", "op", "tf.data work", "retracing", "device layer", "device op")
 
 
-def _own_spread(factor: Factor, base: Profile, current: Profile, device: bool, key: str) -> Factor:
-    """The common factor with the spread between the sides (``tau``) read from the other groups: a group's own
-    change is not noise it can be judged against. Read with it, a Conv2D layer of 36 ms that grew 60% in a
-    model with two other groups large enough to test put its own growth into ``tau`` (21%) and was not named.
-    The factor itself stays the one of every group, so that the parts still add up to the profiled pass."""
-    own = noise.common_factor(base, current, device=device, leave_out=key)
-    return replace(factor, tau=own.tau, tau_df=own.tau_df)
-
-
 def _prior(base: Profile, current: Profile, scale: float, *, device: bool) -> Prior | None:
     pairs = [(g.per_window, o.per_window) for g in base.groups
-             if g.kind in _SHRUNK and g.on_device == device and (o := current.group(g.key)) is not None
-             and noise.relevant(g.mean, o.mean, base.wall_mean)]  # the tested groups' spreads, not the tiny ones'
+             if g.kind in _SHRUNK and g.on_device == device and (o := current.group(g.key)) is not None]
     return noise.prior(pairs, scale)
 
 

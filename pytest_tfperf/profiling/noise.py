@@ -9,8 +9,7 @@ Three ideas, apart from the ranking and the wording (``profiling.attribution``,
 - **The common factor** (``common_factor``): every group moved by the same
   factor (a slower process, or a change that touches every op) is read from
   the groups the change did not touch. The log-ratios current/baseline of the
-  groups both sides ran in every window, each large enough to be tested
-  (``relevant``), are taken, those farther from their
+  groups both sides ran in every window are taken, those farther from their
   median than 3 robust standard deviations (1.4826 x MAD, the textbook rule,
   not a figure tuned here) are left out as touched, and the factor is the
   median of the rest. It is used only when it differs from 1 beyond its own
@@ -304,24 +303,14 @@ def _steady(profile: Profile, keys: Sequence[str], device: bool = False) -> Prof
     return replace(profile, groups=groups, other=steady(profile.other, None))
 
 
-def relevant(base_mean: float, current_mean: float, step: float) -> bool:
-    """A group large enough to be tested (``RELEVANT_SHARE`` of the step, on average over the sides), and so
-    large enough to say how tested groups behave: the relative spread of a group of a few microseconds comes
-    from the measurement's resolution (event times, ops of a few microseconds traced in some windows and not
-    others), not from what moves a group of milliseconds. Read from them, the common factor and ``tau`` once
-    put a 26% spread between the sides on a Conv2D layer of 36 ms, and no layer of a CNN 57% slower was named."""
-    return (base_mean + current_mean) / 2 >= RELEVANT_SHARE * step
-
-
-def common_factor(base: Profile, current: Profile, device: bool = False, leave_out: str | None = None) -> Factor:
+def common_factor(base: Profile, current: Profile, device: bool = False) -> Factor:
     """The factor the untouched groups moved by together, and their spread between the sides (see the module)."""
     kinds = DEVICE_OP_KINDS if device else OP_KINDS
     logs: list[float] = []
     se2: list[float] = []
     for g in base.groups:
         o = current.group(g.key)
-        if g.kind not in kinds or o is None or g.key == leave_out or min(g.per_window) <= 0.0 or min(o.per_window) <= 0.0 \
-                or not relevant(g.mean, o.mean, base.wall_mean):
+        if g.kind not in kinds or o is None or min(g.per_window) <= 0.0 or min(o.per_window) <= 0.0:
             continue
         logs.append(math.log(o.mean / g.mean))
         se2.append(variance(g.per_window) / len(g.per_window) / g.mean ** 2

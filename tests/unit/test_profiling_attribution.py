@@ -622,19 +622,3 @@ def test_no_guess_about_the_untraced_time_when_the_pass_disagrees_with_the_timed
     assert not any("most of the profiled change" in line for line in lines)
     assert any("the parts do not add up to the measured change" in line for line in lines)
     assert any(line.strip().startswith("remainder") for line in lines)
-
-
-def test_a_layer_holding_most_of_the_step_is_not_judged_against_its_own_growth() -> None:
-    """A 3-layer CNN whose Conv2D layers widened (benchmarks/explain_models_against.py, cnn_cost_spread), as
-    attribute() received it under --tfperf-against: the conv layer (one group: Keras numbers its layers apart)
-    holds 97% of the traced time and grew 49%; the other groups are a pooling layer, an optimizer's assignments
-    and a dozen groups of a few microseconds. Reading the spread between the sides from the tiny groups (their
-    relative spread is the measurement's resolution) and from the conv layer itself put 26% of its level into
-    its own noise, and it read "no op or stage moved beyond its noise: none moved by more than 47 ms"."""
-    from pathlib import Path
-
-    data = json.loads((Path(__file__).parents[1] / "data" / "profiles" / "cnn_spread_against.json").read_text())
-    att = attribute(Profile.from_dict(data["base"]), Profile.from_dict(data["current"]), data["measured_s"])
-    assert att.top is not None and att.top.key == "layer:sequential/planted_conv"
-    assert att.top.delta > 0.010  # +20 ms of CPU time an iteration
-    assert not att.nothing_moved
