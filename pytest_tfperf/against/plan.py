@@ -135,33 +135,7 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
         outcome = _confirm_improvement(session, test_id, measured, name, outcome, options, confirm_settings)
     if not throughput_regressed(outcome):
         return outcome
-    from pytest_tfperf.gates.paired import PAIRS_TO_FAIL
-
-    tolerances = session._tolerances(options)
-    first = _said(outcome, "a regression")  # what this process read
-    changes = [_change(outcome)]
-    for pair in range(1, PAIRS_TO_FAIL):
-        confirmation, why = session._confirm_against(test_id, confirm_settings)
-        if confirmation is None:
-            decided = "the first measurement decided" if pair == 1 else f"the first {_count(pair)} pairs decided"
-            outcome.notices.append(f"{test_id}: the regression could not be measured again in {_fresh(pair)} "
-                                   f"({why}); {decided}")
-            return _together(outcome, changes, tolerances, test_id)
-        again, confirmation, looked = _fresh_pair_verdict(session, test_id, confirmation, options, confirm_settings)
-        said = _said(again, "no throughput verdict")
-        if _slower(again, tolerances):
-            changes.append(_change(again))
-            outcome.notices.append(f"{test_id}: confirmed {'in' if pair == 1 else 'again in'} {_fresh(pair)}, one "
-                                   f"of each version, taking turns{looked}: {said}")
-            continue
-        again.notices[:0] = outcome.notices  # what led here (a second look, an earlier pair) stays said
-        seen = "" if pair == 1 else f" and {_count(pair - 1)} fresh pair{'s' * (pair > 2)} confirmed it"
-        again.notices.append(f"{test_id}: not confirmed: this process read {first}{seen}; {_fresh(pair)}, one "
-                             f"of each version, taking turns{looked}, did not read it slower ({said}); the fresh "
-                             "pair's figures are reported")
-        measured[name] = confirmation[0]
-        return again
-    return _together(outcome, changes, tolerances, test_id)
+    return _fresh_pairs(session, test_id, measured, name, outcome, options, confirm_settings, faster=False)
 
 
 def _together(outcome: Outcome, changes: list[float], tolerances: Tolerances, test_id: str, *,
@@ -247,34 +221,51 @@ def _confirm_improvement(session: TfPerfSession, test_id: str, measured: dict[st
     "faster" invites a refresh that hides the next slowdown. Not confirmed, the fresh pair's figures are
     reported; should they read a regression, it is confirmed like any other (``judge``).
     """
+    return _fresh_pairs(session, test_id, measured, name, outcome, options, settings, faster=True)
+
+
+def _fresh_pairs(session: TfPerfSession, test_id: str, measured: dict[str, Measurement], name: str,
+                 outcome: Outcome, options: MarkerOptions, settings: RunSettings, *, faster: bool) -> Outcome:
+    """The first look's regression (``faster``: improvement) seen again by each fresh pair, one after the
+    other, then judged on all pairs together (``_together``); the first pair that does not read it the same
+    way ends the search, and its figures are reported. A regression's fresh pair that could not tell (its
+    evidence borderline) looks again beside the same two processes (``_fresh_pair_verdict``): a pair that
+    saw too little must not clear a regression; an improvement is not looked at twice."""
     from pytest_tfperf.gates.paired import PAIRS_TO_FAIL, faster_with_confidence
 
     tolerances = session._tolerances(options)
-    first = _said(outcome, "an improvement")
+    what, way = ("improvement", "faster") if faster else ("regression", "slower")
+    said_first = "improvement confirmed" if faster else "confirmed"
+    first = _said(outcome, f"an {what}" if faster else f"a {what}")  # what this process read
     changes = [_change(outcome)]
     for pair in range(1, PAIRS_TO_FAIL):
         confirmation, why = session._confirm_against(test_id, settings)
         if confirmation is None:
             decided = "the first measurement decided" if pair == 1 else f"the first {_count(pair)} pairs decided"
-            outcome.notices.append(f"{test_id}: the improvement could not be measured again in {_fresh(pair)} "
+            outcome.notices.append(f"{test_id}: the {what} could not be measured again in {_fresh(pair)} "
                                    f"({why}); {decided}")
-            return _together(outcome, changes, tolerances, test_id, faster=True)
-        again = session._evaluate_against(confirmation[0], confirmation[1], options)
+            return _together(outcome, changes, tolerances, test_id, faster=faster)
+        if faster:
+            again, looked = session._evaluate_against(confirmation[0], confirmation[1], options), ""
+            metric = _metric(again)
+            same_way = metric is not None and metric.ci_low is not None and faster_with_confidence(metric.ci_low)
+        else:
+            again, confirmation, looked = _fresh_pair_verdict(session, test_id, confirmation, options, settings)
+            same_way = _slower(again, tolerances)
         said = _said(again, "no throughput verdict")
-        metric = _metric(again)
-        if metric is not None and metric.ci_low is not None and faster_with_confidence(metric.ci_low):
+        if same_way:
             changes.append(_change(again))
-            outcome.notices.append(f"{test_id}: improvement confirmed {'in' if pair == 1 else 'again in'} "
-                                   f"{_fresh(pair)}, one of each version, taking turns: {said}")
+            outcome.notices.append(f"{test_id}: {said_first} {'in' if pair == 1 else 'again in'} {_fresh(pair)}, "
+                                   f"one of each version, taking turns{looked}: {said}")
             continue
-        again.notices[:0] = outcome.notices
+        again.notices[:0] = outcome.notices  # what led here (a second look, an earlier pair) stays said
         seen = "" if pair == 1 else f" and {_count(pair - 1)} fresh pair{'s' * (pair > 2)} confirmed it"
-        again.notices.append(f"{test_id}: improvement not confirmed: this process read {first}{seen}; "
-                             f"{_fresh(pair)}, one of each version, taking turns, did not read it faster ({said}); "
-                             "the fresh pair's figures are reported")
+        again.notices.append(f"{test_id}: {'improvement ' if faster else ''}not confirmed: this process read "
+                             f"{first}{seen}; {_fresh(pair)}, one of each version, taking turns{looked}, did not "
+                             f"read it {way} ({said}); the fresh pair's figures are reported")
         measured[name] = confirmation[0]
         return again
-    return _together(outcome, changes, tolerances, test_id, faster=True)
+    return _together(outcome, changes, tolerances, test_id, faster=faster)
 
 
 def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: bool = True
