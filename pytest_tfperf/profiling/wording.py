@@ -208,11 +208,14 @@ def _hint(att: Attribution) -> str | None:
     # When the pass moved by another amount than the timed rounds, beyond its own noise, part of what lies
     # outside its ops may be the pass's own difference, and a guess about it accuses the wrong code (seen:
     # "Python work" for a sleep, and for a layer added to a 1 ms step whose pass moved 4x the rounds). So the
-    # guess is made only if it survives the worst case: the whole difference taken from the part it names,
-    # what is left is still over half of the change, the pass's or the rounds' whichever is larger (a Session
-    # built per call whose pass read 14% more than the rounds keeps its hint; a pass at 4x the rounds does not).
-    off = abs(att.timed_vs_profiled) if not att.adds_up and abs(att.timed_vs_profiled) > att.profiled_noise \
-        else 0.0
+    # guess is made only if it survives the worst case: what the pass read beyond the rounds taken from the part
+    # it names, what is left is still over half of the change, the pass's or the rounds' whichever is larger (a
+    # Session built per call whose pass read 14% more than the rounds keeps its hint; a pass at 4x the rounds
+    # does not). A pass that read less than the rounds took nothing extra from the part: the worst case is that
+    # the rest lies elsewhere, which the larger change below already counts (the same Session, its pass 32% under
+    # the rounds, lost its hint when the shortfall was taken from it too).
+    beyond = -att.timed_vs_profiled  # the pass's change over the rounds'
+    off = max(0.0, beyond) if not att.adds_up and abs(beyond) > att.profiled_noise else 0.0
 
     def names(part: float) -> bool:
         return part - off > 0.5 * max(att.profiled, abs(att.measured)) \
