@@ -310,6 +310,10 @@ class PairedRun:
         self.stopped_at: int | None = None  # rounds each side measured when the first look ended them
         self._rounds_done = 0
 
+    @property
+    def test_id(self) -> str:
+        return self._test_id
+
     def pace(self, event: str, index: int) -> bool | None:
         """The runner's hook: the partner's round ``i`` runs after ours when ``i`` is even, before it when odd
         (in the duet design, at the same time as ours, on its own core);

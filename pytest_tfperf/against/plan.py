@@ -31,9 +31,10 @@ however many rounds, is evidence about that pair. The plan:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_tfperf.config import MarkerOptions, SessionConfig
 from pytest_tfperf.measuring.workload import RunSettings
@@ -42,7 +43,7 @@ from pytest_tfperf.session.outcome import Outcome, borderline
 
 if TYPE_CHECKING:  # annotations only: the partner is started, and the verdict's module loaded, on first use
     from pytest_tfperf.gates.verdict import MetricVerdict, Tolerances
-    from pytest_tfperf.against.partner import Partner
+    from pytest_tfperf.against.partner import PairedRun, Partner
 
 # The session's measurement with a partner's pace hook and a log of this side's throughput per round.
 Measure = Callable[[Callable[[str, int], bool | None] | None, list[float] | None], dict[str, Measurement]]
@@ -273,7 +274,6 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
     """Measure the test in a fresh process of this tree beside a fresh partner, rounds in turns (ABBA):
     ((ours, theirs), None), or (None, why not). ``fresh=False``: beside the same two processes as the last
     confirmation (its second look)."""
-    from pytest_tfperf.against.partner import Partner
     from pytest_tfperf.against.partner_tree import PartnerError
 
     base = session.partner()
@@ -282,16 +282,17 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
     if fresh:
         base.restart()
     if session._own_partner is None:
-        invocation_dir, args = session.invocation
-        root = Path(session.rootdir)
-        session._own_partner = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
-                                       test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0, duet_role=0)
+        own_partner(session)
     elif fresh:
         session._own_partner.restart()
+    assert session._own_partner is not None
     try:  # both set up and warm up at once; nothing is timed before both are ready
+        # Under explanations both keep the workload after their result: should the test fail, this pair is
+        # profiled as it is (``profile_fresh_pairs``), with no process started for it.
         theirs_run = base.begin(test_id, settings.rounds, settings.budget_s, explain=session.config.explain,
                                 wait=False)
-        ours_run = session._own_partner.begin(test_id, settings.rounds, settings.budget_s, wait=False)
+        ours_run = session._own_partner.begin(test_id, settings.rounds, settings.budget_s,
+                                              explain=session.config.explain, wait=False)
     except PartnerError as exc:
         return None, str(exc)
     why = ours_run.await_ready() or theirs_run.await_ready()
@@ -317,6 +318,79 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
     except PartnerError as exc:
         return None, str(exc)
     return (ours, theirs), None
+
+
+def own_partner(session: TfPerfSession) -> Partner:
+    """This tree's own partner process (a fresh process of the tree under test), started on first use."""
+    from pytest_tfperf.against.partner import Partner
+
+    if session._own_partner is None:
+        invocation_dir, args = session.invocation
+        root = Path(session.rootdir)
+        session._own_partner = Partner(str(root), current_root=root, invocation_dir=Path(invocation_dir),
+                                       test_args=args, timeout_s=session.config.stall_ceiling_s + 60.0, duet_role=0)
+    return session._own_partner
+
+
+# Pairs of processes, one of each version in each, whose profiles a red --tfperf-against verdict compares
+# (``profiling.attribution``'s ``replicates``): the explanation's own pair and this many more. Three pairs
+# give each group's between-process spread two degrees of freedom of its own (``noise.replicate_tests``).
+EXPLAIN_PAIRS = 3
+# A pair started only to be profiled measures this many rounds first (the partner protocol's result, which
+# then holds the workload for the profiled pass): warmed up as any measurement, nothing judged.
+WARM_ROUNDS = 2
+
+RawProfiles = list[tuple[dict[str, Any], dict[str, Any]]]
+
+
+def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSettings, iterations: int,
+                        timeout_s: float) -> tuple[RawProfiles, list[str]]:
+    """Profiles of both versions in ``EXPLAIN_PAIRS - 1`` more pairs of processes, none of them a process the
+    explanation's own pair used (this process and the partner it profiled), so that each pair is an
+    independent draw of how two processes differ: [(the baseline's compact profile, this version's)], and a
+    line for each pair that could not be had. The last fresh pair's process of this tree, still holding the
+    test since its confirmation, is used as it is; every other process is started fresh. Called only for a
+    red verdict, after the explanation's own pair was profiled."""
+    from pytest_tfperf.against.partner_tree import PartnerError
+
+    rootdir = os.path.abspath(session.rootdir)
+    base, own = session.partner(), own_partner(session)
+    out: RawProfiles = []
+    notes: list[str] = []
+    for pair in range(2, EXPLAIN_PAIRS + 1):
+        ours = own.held if pair == 2 and own.held is not None and own.held.test_id == test_id else None
+        try:
+            if ours is None:
+                own.restart()
+                ours = _held(own, test_id, settings)
+            base.restart()  # never the partner process profiled already: its pair would not be independent
+            theirs = _held(base, test_id, settings)
+        except PartnerError as exc:
+            notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "
+                         f"were tested across {pair - 1}")
+            break
+        raw_theirs, why = theirs.profile(rootdir=rootdir, test_id=test_id, side=f"partner-{pair}",
+                                         iterations=iterations, timeout_s=timeout_s)
+        raw_ours, why_ours = (None, None) if raw_theirs is None else ours.profile(
+            rootdir=rootdir, test_id=test_id, side=f"this-{pair}", iterations=iterations, timeout_s=timeout_s)
+        if raw_theirs is None or raw_ours is None:
+            notes.append(f"pair {pair} of processes could not be profiled ({why or why_ours}); the groups were "
+                         f"tested across {pair - 1}")
+            break
+        out.append((raw_theirs, raw_ours))
+    own.release_held()
+    return out, notes
+
+
+def _held(partner: Partner, test_id: str, settings: RunSettings) -> PairedRun:
+    """``partner`` ready with ``test_id`` and holding it for a profiled pass: WARM_ROUNDS rounds of the usual
+    length measured (its warm-up is the measurement's), the result read and dropped."""
+    rounds = max(1, min(WARM_ROUNDS, settings.rounds))
+    run = partner.begin(test_id, rounds, settings.budget_s * rounds / max(1, settings.rounds), explain=True)
+    for index in range(rounds):
+        run.partner_round(index)
+    run.finish(True)
+    return run
 
 
 def measure_beside(session: TfPerfSession, test_id: str, settings: RunSettings, measure_once: Measure, *,

@@ -183,7 +183,8 @@ def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: st
 
 def explain(base: Profile | None, current: Profile | None, measured_s: float, why_not: str | None,
             cost: Sequence[str] = (),
-            pointer: Callable[[list[str], dict[str, Any]], list[str]] | None = None) -> Explanation:
+            pointer: Callable[[list[str], dict[str, Any]], list[str]] | None = None,
+            replicates: Sequence[tuple[Profile, Profile]] = ()) -> Explanation:
     """Attribute ``measured_s`` (seconds per iteration, current minus base), or say in one line why not.
     ``cost``: lines saying a profiled pass went over its budget, added last; ``pointer`` rewrites the lines
     (and the attribution's) where they point at the raw profiles."""
@@ -194,7 +195,7 @@ def explain(base: Profile | None, current: Profile | None, measured_s: float, wh
         reason = why_not or "no profile"
         return Explanation(lines=(f"no explanation: {reason}", *(f"  {c}" for c in cost)), reason=reason, cost=cost)
     try:
-        att = attribute(base=base, current=current, measured=measured_s)
+        att = attribute(base=base, current=current, measured=measured_s, replicates=replicates)
     except Exception as exc:  # noqa: BLE001 - e.g. a measured change that is not finite
         reason = f"the profiles could not be compared: {type(exc).__name__}: {exc}"
         return Explanation(lines=(f"no explanation: {reason}", *(f"  {c}" for c in cost)), reason=reason, cost=cost)
@@ -332,11 +333,15 @@ def partner_profile_timeout_s(median_s: float, iterations: int, windows: int = W
 
 def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping[str, Any] | None, str | None]],
                     workload: Workload, measured_s: float, median_s: float, budget_s: float, rootdir: str | Path, *,
-                    profiler: Profiler | None = None, rounds_s: float | None = None) -> Explanation:
+                    profiler: Profiler | None = None, rounds_s: float | None = None,
+                    more_pairs: Callable[[int], tuple[Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                                                      Sequence[str]]] | None = None) -> Explanation:
     """A ``--tfperf-against`` regression: the partner profiles its side in its own process
     (``profile_partner(iterations)`` gives its compact profile as a dict, or why there is none), then this side
     is profiled here (``this``, within ``rounds_s``: this side's measured rounds), one after the other, and
-    ``measured_s`` (this median - the partner's) attributed."""
+    ``measured_s`` (this median - the partner's) attributed. ``more_pairs(iterations)``: both sides profiled in
+    other pairs of processes ([(partner's, this version's)], and a line for each pair it could not have), so
+    that each group is tested across the pairs (``profiling.attribution``'s ``replicates``)."""
     from pytest_tfperf.profiling.profile_model import ProfileFormatError
 
     iterations = iterations_for(median_s, budget_s)
@@ -356,7 +361,18 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
                                     median_s=median_s + measured_s)
         if why is not None:
             why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
-    return explain(base, current, measured_s, why, [c.replace("the this side", "this side", 1) for c in cost])
+    replicates: list[tuple[Profile, Profile]] = []
+    if base is not None and current is not None and more_pairs is not None:
+        raws, notes = more_pairs(iterations)
+        cost += list(notes)
+        for raw_base, raw_current in raws:
+            cost += [str(r["cost"]) for r in (raw_base, raw_current) if r.get("cost")]
+            try:
+                replicates.append((Profile.from_dict(raw_base), Profile.from_dict(raw_current)))
+            except ProfileFormatError as exc:
+                cost.append(f"another pair's profile cannot be read ({exc}); not compared")
+    return explain(base, current, measured_s, why, [c.replace("the this side", "this side", 1) for c in cost],
+                   replicates=replicates)
 
 
 # -- memory: a TF-allocator peak that regressed, split over the ops whose bytes at the peak moved ----------

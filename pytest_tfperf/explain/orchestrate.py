@@ -11,6 +11,7 @@ a ``compare()`` reference's, or a stored baseline's profile.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pytest_tfperf.measuring.workload import RunSettings, Workload
@@ -33,9 +34,15 @@ class ExplainingSession(Protocol):
     profiles: dict[str, dict[str, Any]]  # test id -> compact profile (JSON), for the refreshed baselines
 
 
+# The profiles of both versions in more pairs of processes, for a test id and a number of iterations a window,
+# given the longest wait for a profiled pass: [(partner's, this version's)] and a line for each pair not had
+# (``against.plan.profile_fresh_pairs``).
+MorePairs = Callable[[str, int, float], tuple[Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], Sequence[str]]]
+
+
 def explain_outcomes(session: ExplainingSession, workloads: dict[str, Workload], measured: dict[str, Measurement],
                      outcomes: dict[str, Outcome], reference: str | None, settings: RunSettings, *,
-                     against: bool, partner: Partner | None = None) -> None:
+                     against: bool, partner: Partner | None = None, more_pairs: MorePairs | None = None) -> None:
     """Explanations (on unless --no-tfperf-explain), after the timed rounds (never in them).
 
     A refresh profiles each test and keeps the profile (and its allocations by op) for its baseline. A failed
@@ -50,7 +57,7 @@ def explain_outcomes(session: ExplainingSession, workloads: dict[str, Workload],
     for name, o in outcomes.items():
         if o.throughput_regressed:
             o.explanation = _explain_time(session, o, name, workloads, measured, reference, settings,
-                                          against=against, partner=partner)
+                                          against=against, partner=partner, more_pairs=more_pairs)
     for name, o in outcomes.items():
         if o.failed:
             explain_memory_outcome(session, o, name, workloads, measured, reference, settings, against=against,
@@ -83,13 +90,13 @@ def _profile_baselines(session: ExplainingSession, workloads: dict[str, Workload
 
 def _explain_time(session: ExplainingSession, o: Outcome, name: str, workloads: dict[str, Workload],
                   measured: dict[str, Measurement], reference: str | None, settings: RunSettings, *,
-                  against: bool, partner: Partner | None) -> Explanation | None:
+                  against: bool, partner: Partner | None, more_pairs: MorePairs | None = None) -> Explanation | None:
     """A verdict's time explained by the passes its rule calls for: beside the partner, beside a compare()
     reference, or against a stored baseline's profile; None for a verdict with none of these."""
     from pytest_tfperf.explain.explanation import baseline_commit, explain_pair, explain_stored, rounds_seconds
 
     if against:
-        return _explain_against(session, o, workloads[name], settings, partner)
+        return _explain_against(session, o, workloads[name], settings, partner, more_pairs)
     if reference is not None and name != reference:
         ref = measured[reference]
         return explain_pair(o.measurement.test_id, workloads[reference], workloads[name],
@@ -166,7 +173,7 @@ def explain_memory_outcome(session: ExplainingSession, o: Outcome, name: str, wo
 
 
 def _explain_against(session: ExplainingSession, o: Outcome, workload: Workload, settings: RunSettings,
-                     partner: Partner | None) -> Explanation:
+                     partner: Partner | None, more_pairs: MorePairs | None = None) -> Explanation:
     """A regression beside the partner: the partner profiles its side in its process, then this side here."""
     from pytest_tfperf.explain.explanation import (
         Explanation, explain_against, partner_profile_timeout_s, rounds_seconds,
@@ -183,9 +190,14 @@ def _explain_against(session: ExplainingSession, o: Outcome, workload: Workload,
         return run.profile(rootdir=os.path.abspath(session.rootdir), test_id=test_id, side="partner",
                            iterations=iterations, timeout_s=partner_profile_timeout_s(reference.median_s, iterations))
 
+    def pairs(iterations: int) -> tuple[Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], Sequence[str]]:
+        assert more_pairs is not None
+        return more_pairs(test_id, iterations, partner_profile_timeout_s(reference.median_s, iterations))
+
     return explain_against(test_id, profile_partner, workload, measured_s=o.measurement.median_s - reference.median_s,
                            median_s=reference.median_s, budget_s=settings.budget_s, rootdir=session.rootdir,
-                           profiler=session.profiler, rounds_s=rounds_seconds(o.measurement.timings))
+                           profiler=session.profiler, rounds_s=rounds_seconds(o.measurement.timings),
+                           more_pairs=pairs if more_pairs is not None else None)
 
 
 def profile_for_coordinator(profiler: Profiler | None, workloads: dict[str, Workload], message: dict[str, Any],

@@ -58,8 +58,14 @@ WHOLE_EVENTS_TOLERANCE = 1e-3
 OVERTRACED_SHARE = 0.10
 
 
-def attribute(base: Profile, current: Profile, measured: float, *, limit: int = DEFAULT_LIMIT) -> Attribution:
-    """Split ``measured`` (seconds per iteration, current minus baseline) over the groups that moved."""
+def attribute(base: Profile, current: Profile, measured: float, *, limit: int = DEFAULT_LIMIT,
+              replicates: Sequence[tuple[Profile, Profile]] = ()) -> Attribution:
+    """Split ``measured`` (seconds per iteration, current minus baseline) over the groups that moved.
+
+    ``replicates``: more (baseline, current) pairs, each profiled in its own two processes (none shared with
+    ``base``/``current``'s): the host's op groups present in every pair are then tested across the pairs
+    (``noise.replicate_tests``) instead of against the other groups' between-process spread; the parts and
+    their sizes stay those of ``base`` and ``current``."""
     if not math.isfinite(measured):
         raise ValueError(f"measured change must be finite, got {measured!r}")
     raw_base, raw_current = base, current
@@ -89,6 +95,8 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
         pending.append(_series("device:other", "device op", "kernels of groups beyond the top kept",
                                base.device_other or (0.0,) * base.windows,
                                current.device_other or (0.0,) * current.windows, device_f))
+    if replicates:
+        pending = _across_pairs(pending, (base, current, host_f), replicates)
     family = [i for i, (t, _) in enumerate(pending) if t.tested]
     held, held_levels = holm([pending[i][0].p for i in family])
     rejected, levels = [False] * len(pending), [FAMILY_ALPHA / max(1, len(family))] * len(pending)
@@ -173,7 +181,45 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
         frame=frame, rho=rho, busy_threads=busy, untraced=untraced, idle=idle, pipeline_cpu=pipeline_cpu, overtraced=overtraced,
         detectable=detectable, groups_tested=len(family),
         same_session=base.logdir is not None and base.logdir == current.logdir, tau=factor.tau,
-        factor_groups=factor.groups, step=w_b, profiled_moved=wall_test.p <= 0.05 or separated)
+        factor_groups=factor.groups, step=w_b, profiled_moved=wall_test.p <= 0.05 or separated,
+        pairs=1 + len(replicates))
+
+
+def _pair_logs(base: Profile, current: Profile, factor: Factor | None = None) -> dict[str, float]:
+    """Each host op group's log-ratio current over baseline in one pair of processes, the pair's common factor
+    (its estimate, tested or not: each pair's own load must not read as the group's change) taken out. The
+    pair is taken as ``attribute`` takes its own: within the CPU clock, each window's load steadied."""
+    if factor is None:
+        base, current = noise.within_cpu(base, CPU_KINDS), noise.within_cpu(current, CPU_KINDS)
+        if noise.STEADY_WINDOWS:
+            base, current = noise.steadied(base, current)
+        factor = noise.common_factor(base, current)
+    shift = math.log(factor.estimate) if factor.estimate > 0.0 else 0.0
+    return {g.key: math.log(o.mean / g.mean) - shift for g in base.groups
+            if g.kind in noise.HOST_OP_KINDS and (o := current.group(g.key)) is not None and g.mean > 0.0
+            and o.mean > 0.0}
+
+
+def _across_pairs(pending: list[tuple[Test, dict[str, object]]], main: tuple[Profile, Profile, Factor],
+                  replicates: Sequence[tuple[Profile, Profile]]) -> list[tuple[Test, dict[str, object]]]:
+    """The host op groups found on both sides of every pair tested across the pairs (``noise.replicate_tests``),
+    in seconds at the group's baseline level here; a group missing from a side of some pair, or traced in
+    part (what may hide there is a worst case, not a spread), keeps its one-pair test."""
+    per_pair = [_pair_logs(*main)] + [_pair_logs(b, c) for b, c in replicates]
+    keys = set(per_pair[0]).intersection(*per_pair[1:])
+    base = main[0]
+    levels = {k: g.mean for k in keys if (g := base.group(k)) is not None}
+    tests = noise.replicate_tests({k: [logs[k] for logs in per_pair] for k in sorted(keys)}, levels)
+    scale = main[2].scale
+    out = []
+    for test, info in pending:
+        across = tests.get(str(info["key"]))
+        if across is None or test.hidden or test.sides != 2 or info["kind"] not in noise.HOST_OP_KINDS:
+            out.append((test, info))
+            continue
+        level = abs(scale * float(info["base"])) or abs(float(info["current"]))  # type: ignore[arg-type]
+        out.append((replace(test, shrunk=level * across.shrunk, se=level * across.se, df=across.df), info))
+    return out
 
 
 def host_path_time(profile: Profile) -> float:

@@ -33,7 +33,7 @@ Three ideas, apart from the ranking and the wording (``profiling.attribution``,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pytest_tfperf.profiling.profile_model import Group, Profile
@@ -162,6 +162,11 @@ def prior(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], scale: float
             continue
         e.append(math.log(w / level ** 2) - _digamma(d / 2) + math.log(d / 2))
         tri.append(_trigamma(d / 2))
+    return _fit_prior(e, tri)
+
+
+def _fit_prior(e: Sequence[float], tri: Sequence[float]) -> Prior | None:
+    """Smyth's moment estimates from each group's ``log variance - digamma(d/2) + log(d/2)`` and ``trigamma(d/2)``."""
     if len(e) < 3:
         return None
     centre = mean(e)
@@ -221,6 +226,64 @@ def group_test(base: Sequence[float], current: Sequence[float], scale: float = 1
         df = 1.0
     shrunk = math.copysign(max(0.0, abs(delta) - hidden), delta) if hidden else delta
     return Test(delta=delta, shrunk=shrunk, se=math.sqrt(total), df=df, hidden=hidden)
+
+
+def replicate_tests(logs: Mapping[str, Sequence[float]], levels: Mapping[str, float] | None = None
+                    ) -> dict[str, Test]:
+    """Each group's change tested across independent pairs of processes (``logs``: per group, its log-ratio
+    current over baseline in each pair, the pair's common factor taken out), in relative units (multiply by
+    a level for seconds).
+
+    One pair of processes cannot tell a group's own between-process spread from a change: two processes differ
+    group by group (thread placement, memory layout) for as long as they live. Each pair is one draw of that
+    spread, so the pairs' log-ratios have it in their variance; the test is the mean log-ratio over its
+    standard error, with ``d0 + pairs - 1`` degrees of freedom, the variance moderated by what every group's
+    pairs show together (Smyth 2004: three pairs give a group's own variance 2 degrees of freedom). A small
+    group spreads more, relatively, than a large one, so the prior's variance follows the group's size
+    (``levels``, its time per iteration: limma's trend, a line in log variance over log size) rather than
+    lending a small group the calm of the large ones. Groups with fewer than two pairs are left out (the
+    caller keeps their one-pair test)."""
+    usable = {k: v for k, v in logs.items() if len(v) >= 2}
+    points: list[tuple[float, float, float]] = []  # (log size, adjusted log variance, its trigamma)
+    for k, v in usable.items():
+        d = len(v) - 1
+        s2 = variance(v)
+        size = (levels or {}).get(k, 1.0)
+        if s2 > 0.0 and size > 0.0:
+            points.append((math.log(size), math.log(s2) - _digamma(d / 2) + math.log(d / 2), _trigamma(d / 2)))
+    trend = _trend([x for x, _, _ in points], [e for _, e, _ in points]) if levels else (lambda _: 0.0)
+    shrink = _fit_prior([e - trend(x) for x, e, _ in points], [t for _, _, t in points])
+    if shrink is not None:
+        # The prior is itself read from the groups: no surer than their pooled degrees of freedom (less the
+        # line's), however alike their spreads look (Smyth's d0 is infinite then, as if it were known).
+        pooled = float(sum(len(v) - 1 for v in usable.values()) - (2 if levels else 1))
+        shrink = Prior(s0sq=shrink.s0sq, d0=max(1.0, min(shrink.d0, pooled)))
+    out: dict[str, Test] = {}
+    for key, v in usable.items():
+        n, d = len(v), len(v) - 1
+        s2 = variance(v)
+        if shrink is not None:
+            # the prior's variance at this group's size: the fitted line moves the intercept ``s0sq`` holds
+            shift = math.exp(trend(math.log((levels or {}).get(key, 1.0) or 1.0)))
+            if math.isinf(shrink.d0):
+                s2, df = shrink.s0sq * shift, math.inf
+            else:
+                s2, df = (shrink.d0 * shrink.s0sq * shift + d * s2) / (shrink.d0 + d), shrink.d0 + d
+        else:
+            df = float(d)
+        m = mean(v)
+        out[key] = Test(delta=m, shrunk=m, se=math.sqrt(s2 / n), df=df, hidden=0.0)
+    return out
+
+
+def _trend(x: Sequence[float], y: Sequence[float]) -> Callable[[float], float]:
+    """The least-squares line of ``y`` over ``x`` (flat at 0 with fewer than four points or no spread in
+    ``x``): what is left of ``y`` after it is centred for ``_fit_prior``."""
+    if len(x) < 4 or variance(x) <= 0.0:
+        return lambda _: 0.0
+    mx, my = mean(x), mean(y)
+    slope = math.fsum((a - mx) * (b - my) for a, b in zip(x, y)) / math.fsum((a - mx) ** 2 for a in x)
+    return lambda v: slope * (v - mx)  # centred: the prior's own intercept (``s0sq``) carries ``my``
 
 
 def holm(p_values: Sequence[float], alpha: float = FAMILY_ALPHA) -> tuple[list[bool], list[float]]:

@@ -115,6 +115,7 @@ class Attribution:
     factor_groups: int = 0  # the untouched groups the common factor was read from
     step: float = 0.0  # the baseline's wall time per iteration in the profiled pass (what "% of the step" reads)
     profiled_moved: bool = False  # the profiled pass's wall change beyond chance (or every window separated)
+    pairs: int = 1  # pairs of processes the op groups were tested across (``attribute``'s ``replicates``)
 
     @property
     def unlisted_delta(self) -> float:

@@ -51,7 +51,7 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
                                "untraced_cpu": ms(att.untraced), "idle": ms(att.idle),
                                "tfdata_cpu": ms(att.pipeline_cpu),
                                "moved_unlisted": ms(att.unlisted_delta)},
-        "detectable_ms": ms(att.detectable), "groups_tested": att.groups_tested,
+        "detectable_ms": ms(att.detectable), "groups_tested": att.groups_tested, "pairs": att.pairs,
         "input_wait": change(att.input_wait) if att.input_wait else None,
         "paced_by": change(att.paced_by) if att.paced_by else None,
         "pipeline": [change(c) for c in att.pipeline],
@@ -86,6 +86,9 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
         if att.overtraced:
             lines.append("  the traced ops' self times exceeded the process's CPU clock (threads preempted inside "
                          "ops on a loaded machine): each window's ops were scaled down to the clock")
+    if att.pairs > 1:
+        lines.append(f"  each layer and op tested across {att.pairs} pairs of processes, one of each version in "
+                     "each: its own between-process spread read from them")
     if att.device_busy is not None or att.path == DEVICE:
         lines.append("  " + _path_line(att, t))
     seen = _seen(att, t)

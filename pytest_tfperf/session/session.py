@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: each is loaded lazily where it is used (h
     from pytest_tfperf.gates.verdict import Tolerances
     from pytest_tfperf.probes.probe_base import MemoryProbe
     from pytest_tfperf.against.plan import Measure
+    from pytest_tfperf.explain.orchestrate import MorePairs
     from pytest_tfperf.session.fixture import TfPerf
     from pytest_tfperf.against.partner import Partner
     from pytest_tfperf.against.partner_server import PartnerServer
@@ -159,10 +160,11 @@ class TfPerfSession:
                 from pytest_tfperf.explain.orchestrate import explain_outcomes
 
                 explain_outcomes(self, workloads, measured, outcomes, reference, settings, against=against,
-                                 partner=self._partner)
+                                 partner=self._partner, more_pairs=self._more_pairs(settings) if against else None)
             finally:
-                if self._partner is not None:
-                    self._partner.release_held()  # the partner's test ends: nothing more to profile there
+                for held in (self._partner, self._own_partner):
+                    if held is not None:
+                        held.release_held()  # the partner's test ends: nothing more to profile there
         fx.results.update(measured)
         for name, o in outcomes.items():
             o.item_id, o.variant = fx._node_id, name
@@ -194,6 +196,15 @@ class TfPerfSession:
         from pytest_tfperf.against import plan
 
         return plan.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
+
+    def _more_pairs(self, settings: RunSettings) -> MorePairs:
+        """A red --tfperf-against verdict's explanation profiles both versions in more pairs of processes."""
+        def more(test_id: str, iterations: int, timeout_s: float) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]],
+                                                                           list[str]]:
+            from pytest_tfperf.against import plan
+
+            return plan.profile_fresh_pairs(self, test_id, settings, iterations, timeout_s)
+        return more
 
     def _confirm_against(self, test_id: str, settings: RunSettings, fresh: bool = True
                          ) -> tuple[tuple[Measurement, Measurement] | None, str | None]:

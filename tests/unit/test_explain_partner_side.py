@@ -72,3 +72,24 @@ def test_a_partner_profile_of_another_format_or_this_sides_trouble_is_one_line(t
 def test_the_wait_for_the_partner_grows_with_its_windows() -> None:
     assert partner_profile_timeout_s(0.01, 10) == PARTNER_PROFILE_SLACK_S + 3.0 * 51 * 0.01
     assert partner_profile_timeout_s(float("nan"), 1) == PARTNER_PROFILE_SLACK_S + 3.0 * 6
+
+
+def test_more_pairs_of_processes_are_asked_for_after_this_side_and_their_groups_tested_across_them(
+        tmp_path: Path) -> None:
+    this, ran = workload()
+    partner = PartnerSide((BASE.to_dict(), None))
+    asked: list[int] = []
+
+    def more(iterations: int) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[str]]:
+        asked.append(iterations)
+        assert ran == ["this"]  # after the explanation's own pair
+        return [(BASE.to_dict(), PLANTED.to_dict())], ["pair 3 of processes could not be profiled (gone); the "
+                                                        "groups were tested across 2"]
+
+    out = explain_against("t.py::test_x", partner, this, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
+                          rootdir=tmp_path, profiler=FakeProfiler(this=PLANTED), more_pairs=more)
+    assert asked == partner.asked
+    assert out.to_dict()["pairs"] == 2
+    assert "  each layer and op tested across 2 pairs of processes, one of each version in each: its own " \
+           "between-process spread read from them" in out.lines
+    assert out.lines[-1] == "  pair 3 of processes could not be profiled (gone); the groups were tested across 2"

@@ -405,3 +405,75 @@ def test_a_regression_read_by_the_pair_that_did_not_confirm_an_improvement_is_it
     assert str(outcome.verdict.status) == "unchanged"
     assert outcome.notices[0].startswith(f"{TEST_ID}: improvement not confirmed")
     assert "not confirmed: this process read throughput" in outcome.notices[1]
+
+
+class HoldingRun:
+    """A partner's run that holds its test after the result, as under explanations: profiles name the process."""
+
+    def __init__(self, process: HoldingProcess, test_id: str) -> None:
+        self.process, self.test_id, self.generation = process, test_id, process.generation
+
+    def partner_round(self, index: int) -> None:
+        self.process.log.append(f"{self.process.side}{self.generation} round {index}")
+
+    def finish(self, completed: bool) -> Measurement:
+        self.process.held = self
+        return THEIRS
+
+    def profile(self, *, side: str, **options: Any) -> tuple[dict[str, Any] | None, str | None]:
+        assert self.process.held is self and self.generation == self.process.generation
+        if self.process.broken_profile:
+            return None, "it crashed"
+        self.process.log.append(f"{self.process.side}{self.generation} profiled as {side}")
+        return {"process": f"{self.process.side}{self.generation}"}, None
+
+
+class HoldingProcess:
+    def __init__(self, log: list[str], side: str) -> None:
+        self.log, self.side, self.generation = log, side, 0
+        self.held: HoldingRun | None = None
+        self.broken_profile = False
+
+    def restart(self) -> None:
+        self.generation += 1
+        self.held = None
+
+    def begin(self, test_id: str, rounds: int, budget_s: float, **options: Any) -> HoldingRun:
+        assert options.get("explain") is True  # held for the profile
+        self.log.append(f"{self.side}{self.generation} begin")
+        return HoldingRun(self, test_id)
+
+    def release_held(self) -> None:
+        self.held = None
+
+
+def test_a_red_verdict_is_profiled_in_more_pairs_none_sharing_a_process_with_another() -> None:
+    """The explanation's own pair is this process and the partner process that profiled beside it (B1 here);
+    the fresh pair's process of this tree (A1) still holds the test and is used as it is, beside a fresh
+    partner (B2); the third pair is two fresh processes (A2, B3)."""
+    from pytest_tfperf.against import plan
+
+    s = session()
+    log: list[str] = []
+    s._partner = base = HoldingProcess(log, "B")  # type: ignore[assignment]
+    s._own_partner = own = HoldingProcess(log, "A")  # type: ignore[assignment]
+    base.restart(), own.restart()  # the last fresh pair: A1 and B1, both holding the test
+    base.held, own.held = HoldingRun(base, TEST_ID), HoldingRun(own, TEST_ID)
+    pairs, notes = plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0)
+    assert notes == []
+    assert [(b["process"], c["process"]) for b, c in pairs] == [("B2", "A1"), ("B3", "A2")]
+    assert "A1 begin" not in log and "B2 round 0" in log and "B2 round 1" in log  # warmed up, 2 rounds
+    assert own.held is None  # released: the process of this tree waits for nothing more
+
+
+def test_a_pair_that_cannot_be_profiled_ends_the_search_and_says_across_how_many_pairs() -> None:
+    from pytest_tfperf.against import plan
+
+    s = session()
+    log: list[str] = []
+    s._partner = base = HoldingProcess(log, "B")  # type: ignore[assignment]
+    s._own_partner = HoldingProcess(log, "A")  # type: ignore[assignment]
+    base.broken_profile = True
+    pairs, notes = plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0)
+    assert pairs == [] and notes == ["pair 2 of processes could not be profiled (it crashed); the groups were "
+                                     "tested across 1"]
