@@ -255,7 +255,121 @@ def build():
     return step, 256
 ''', lambda key: "planted_branch" in key),
 }
-ALL = {**CASES, **HELDOUT2}
+# Written after the rule that tests each layer and op across three pairs of processes was frozen (commit
+# ad572c2), before any run of these; sized with --plain only.
+HELDOUT3: dict[str, tuple[str, str, Callable[[str], bool]]] = {
+    "mobilenetv3_fit_dense_head": (
+        "MobileNetV3Small (weights=None, 64x64) under model.fit on a tf.data dataset: two Dense(1024) added to its "
+        "pooled head",
+        '''
+def build():
+    inputs = keras.Input((64, 64, 3))
+    h = keras.applications.MobileNetV3Small(weights=None, include_top=False, input_shape=(64, 64, 3),
+                                            pooling="avg", include_preprocessing=False)(inputs)
+    if PLANTED:
+        h = keras.layers.Dense(1024, activation="relu", name="planted_head_dense")(h)
+        h = keras.layers.Dense(1024, activation="relu", name="planted_head_dense_2")(h)
+    model = keras.Model(inputs, keras.layers.Dense(10, name="touched_out")(h))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    images = RNG.random((256, 64, 64, 3), dtype=np.float32)
+    labels = RNG.integers(0, 10, 256).astype(np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat().batch(16).prefetch(tf.data.AUTOTUNE)
+    return (lambda: model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)), 2 * 16
+''', lambda key: "planted_head_dense" in key),
+    "bilstm_units_widened": (
+        "a bidirectional LSTM text classifier train_on_batch: its existing LSTM 32 -> 64 units a direction",
+        '''
+def build():
+    model = keras.Sequential([keras.Input((48,), dtype="int32"), keras.layers.Embedding(3000, 32),
+                              keras.layers.Bidirectional(keras.layers.LSTM(64 if PLANTED else 32),
+                                                         name="planted_bilstm"),
+                              keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = RNG.integers(0, 3000, (32, 48)).astype(np.int32)
+    y = RNG.integers(0, 2, 32).astype(np.int32)
+    return (lambda: model.train_on_batch(x, y)), 32
+''', lambda key: "planted_bilstm" in key),
+    "audio_fit_kernel_widened": (
+        "an audio-like 1D CNN on 4000-sample clips under model.fit on a tf.data dataset: its middle Conv1D's kernel "
+        "9 -> 17",
+        '''
+def build():
+    model = keras.Sequential([keras.Input((4000, 1)), keras.layers.Conv1D(16, 16, strides=4, activation="relu"),
+                              keras.layers.MaxPooling1D(2),
+                              keras.layers.Conv1D(32, 17 if PLANTED else 9, padding="same", activation="relu",
+                                                  name="planted_conv_mid"),
+                              keras.layers.MaxPooling1D(4), keras.layers.Conv1D(32, 5, activation="relu"),
+                              keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(8)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    clips = RNG.random((256, 4000, 1), dtype=np.float32)
+    labels = RNG.integers(0, 8, 256).astype(np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((clips, labels)).repeat().batch(16).prefetch(tf.data.AUTOTUNE)
+    return (lambda: model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)), 2 * 16
+''', lambda key: "planted_conv_mid" in key),
+    "tape_l2_per_variable": (
+        "a custom GradientTape step on a Keras MLP: an L2 penalty summed variable by variable (a new group of short "
+        "ops)",
+        '''
+def build():
+    model = keras.Sequential([keras.Input((64,))] + [keras.layers.Dense(64, activation="relu") for _ in range(6)]
+                             + [keras.layers.Dense(10)])
+    optimizer = keras.optimizers.SGD(0.01)
+    x = tf.constant(RNG.random((64, 64), dtype=np.float32))
+    y = tf.constant(RNG.integers(0, 10, 64).astype(np.int32))
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            if PLANTED:
+                with tf.name_scope("planted_l2"):
+                    for w in model.trainable_variables:
+                        for part in tf.split(w, 4 if w.shape[0] % 4 == 0 else 1, axis=0):
+                            loss += 1e-4 * tf.reduce_sum(tf.square(part))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step, 64
+''', lambda key: "planted_l2" in key or key in ("op:Square", "op:Split")),
+    "bag_of_words_embedding_widened": (
+        "a bag-of-words text classifier train_on_batch: the Embedding 64 -> 96 wide (the cost spread over it and "
+        "the Dense that reads it)",
+        '''
+def build():
+    width = 96 if PLANTED else 64
+    model = keras.Sequential([keras.Input((128,), dtype="int32"),
+                              keras.layers.Embedding(20000, width, name="planted_embedding"),
+                              keras.layers.GlobalAveragePooling1D(),
+                              keras.layers.Dense(256, activation="relu", name="planted_reader"),
+                              keras.layers.Dense(4)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = RNG.integers(0, 20000, (64, 128)).astype(np.int32)
+    y = RNG.integers(0, 4, 64).astype(np.int32)
+    return (lambda: model.train_on_batch(x, y)), 64
+''', lambda key: "planted_embedding" in key or "planted_reader" in key),
+    "cnn_fit_batchnorm_added": (
+        "a small CNN under model.fit on a tf.data dataset: a BatchNormalization added after each of its two Conv2D "
+        "layers",
+        '''
+def build():
+    layers = [keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, padding="same", activation="relu")]
+    if PLANTED:
+        layers.append(keras.layers.BatchNormalization(name="planted_bn_0"))
+    layers += [keras.layers.MaxPooling2D(), keras.layers.Conv2D(48, 3, padding="same", activation="relu")]
+    if PLANTED:
+        layers.append(keras.layers.BatchNormalization(name="planted_bn_1"))
+    layers += [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]
+    model = keras.Sequential(layers)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    images = RNG.random((512, 32, 32, 3), dtype=np.float32)
+    labels = RNG.integers(0, 10, 512).astype(np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat().batch(32).prefetch(tf.data.AUTOTUNE)
+    return (lambda: model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)), 2 * 32
+''', lambda key: "planted_bn_" in key),
+}
+ALL = {**CASES, **HELDOUT2, **HELDOUT3}
 
 HEADER = '''
 import numpy as np
@@ -386,9 +500,10 @@ def write(report: dict[str, Any], out: Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
-    parser.add_argument("--set", choices=("first", "heldout2"), default="first",
+    parser.add_argument("--set", choices=("first", "heldout2", "heldout3"), default="first",
                         help="first: the six cases run once on the rules of aaf92c7 (the spread rule of a85f2b2 was "
-                             "chosen on their run); heldout2: six written after a85f2b2, before any run of them")
+                             "chosen on their run); heldout2: six written after a85f2b2, before any run of them; "
+                             "heldout3: six written after ad572c2 (groups tested across three pairs of processes)")
     parser.add_argument("--cases", nargs="*", choices=list(ALL), help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_models_against")
     parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(ALL),
@@ -405,7 +520,7 @@ def main() -> int:
               "command": f"PYTHONPATH=$PWD .venv/bin/python benchmarks/explain_models_against.py --sessions "
                          f"{args.sessions} --set {args.set}" + (f" --cases {' '.join(args.cases)}" if args.cases else "")}
     with tempfile.TemporaryDirectory(prefix="tfperf-model-against-") as tmp:
-        for case in args.cases or list({"first": CASES, "heldout2": HELDOUT2}[args.set]):
+        for case in args.cases or list({"first": CASES, "heldout2": HELDOUT2, "heldout3": HELDOUT3}[args.set]):
             repo = Path(tmp) / case
             make_repo(repo, case)
             for i in range(args.sessions):
