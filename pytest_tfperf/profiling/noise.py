@@ -269,8 +269,10 @@ def replicate_tests(logs: Mapping[str, Sequence[float]], levels: Mapping[str, fl
                 s2, df = shrink.s0sq * shift, math.inf
             else:
                 s2, df = (shrink.d0 * shrink.s0sq * shift + d * s2) / (shrink.d0 + d), shrink.d0 + d
-        else:
+        elif s2 > 0.0:
             df = float(d)
+        else:
+            continue  # pairs that agree exactly, and no other group to lend a spread: no test to make here
         m = mean(v)
         out[key] = Test(delta=m, shrunk=m, se=math.sqrt(s2 / n), df=df, hidden=0.0)
     return out

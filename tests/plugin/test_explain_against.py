@@ -76,10 +76,14 @@ def test_each_side_is_profiled_in_its_own_process_and_the_change_is_attributed(t
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
     assert "test_mod.py::test_slow: performance regressed against ../baseline" in out
-    # The partner profiled its side (in its process, its tree's code), then this session its own; test_same passed.
+    # The partner profiled its side (in its process, its tree's code), then this session its own; then two more
+    # pairs of processes, each version in each, no process profiled twice; test_same passed.
     calls = profiled(tmp_path)
-    assert [(tree, side) for tree, side, _, _ in calls] == [("baseline", "partner"), ("change", "this")]
-    assert calls[0][2] != calls[1][2] and calls[1][2] != str(os.getpid())
+    assert [(tree, side) for tree, side, _, _ in calls] == [
+        ("baseline", "partner"), ("change", "this"), ("baseline", "partner-2"), ("change", "this-2"),
+        ("baseline", "partner-3"), ("change", "this-3")]
+    assert len({pid for _, _, pid, _ in calls} | {str(os.getpid())}) == 7
+    assert "each layer and op tested across 3 pairs of processes" in out
     # Both raw profiles are kept under this session's rootdir.
     assert calls[0][3] == str(change / ".tfperf" / "profiles" / "test_mod.py_test_slow" / "partner")
     assert calls[1][3] == str(change / ".tfperf" / "profiles" / "test_mod.py_test_slow" / "this")

@@ -700,3 +700,12 @@ def test_unchanged_code_across_pairs_of_processes_blames_nothing_at_the_stated_r
         att = attribute(base, current, current.wall_mean - base.wall_mean, replicates=more)
         blamed += not att.nothing_moved
     assert blamed <= 0.08 * runs, blamed
+
+
+def test_a_group_whose_pairs_agree_exactly_with_no_other_group_to_lend_a_spread_is_not_tested_across_pairs() -> None:
+    from pytest_tfperf.profiling.noise import replicate_tests
+
+    assert replicate_tests({"layer:a": [0.1, 0.1, 0.1]}) == {}
+    tested = replicate_tests({"layer:a": [0.1, 0.1, 0.1], "layer:b": [0.0, 0.05, -0.05],
+                              "layer:c": [0.02, -0.03, 0.01], "layer:d": [-0.04, 0.0, 0.03]})
+    assert set(tested) == {"layer:a", "layer:b", "layer:c", "layer:d"} and tested["layer:a"].se > 0.0
