@@ -5,8 +5,8 @@ three pairs of processes (``against.plan.profile_fresh_pairs``) and tests each
 layer and op across them (``profiling.attribution``'s ``replicates``). This
 script asks what that buys, without running TensorFlow: it reads the compact
 profiles that ``benchmarks/explain_heldout.py`` kept (each process profiled a
-case's base and changed versions; three runs of three processes, kept under
-``/tmp/tfperf-heldout-*`` by default), draws three pairs of *distinct*
+case's base and changed versions; by default the compact profiles of a run of six processes, kept
+in ``benchmarks/results/explain_pairs_profiles``), draws three pairs of *distinct*
 processes per trial (one process's base arm against another's changed arm,
 as two processes of the two versions are), and attributes
 
@@ -17,7 +17,7 @@ as two processes of the two versions are), and attributes
 A/A: one process's base arm against another's base arm, for every case. The
 planted group is recognised by the case table of ``explain_heldout.py``.
 
-    .venv/bin/python benchmarks/explain_pairs_offline.py --trials 40 --out benchmarks/results/explain_pairs_offline
+    .venv/bin/python benchmarks/explain_pairs_offline.py --trials 40 --out benchmarks/results/explain_pairs_aa
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ def main() -> None:
     from pytest_tfperf.profiling.attribution import attribute
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--dirs", nargs="*", default=sorted(glob.glob("/tmp/tfperf-heldout-*")))
+    parser.add_argument("--dirs", nargs="*", default=["benchmarks/results/explain_pairs_profiles"],
+                        help="runs of explain_heldout.py (their /tmp/tfperf-heldout-* folders); the default is "
+                             "the compact profiles of its six-process run, kept in git")
     parser.add_argument("--trials", type=int, default=40, help="draws of three pairs of processes per case")
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "explain_pairs_offline")
@@ -105,7 +107,8 @@ def main() -> None:
             c[rule] += r[rule]["planted_first"] if r["kind"] == "regression" else (not r[rule]["nothing_moved"])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
                             text=True).stdout.strip()
-    command = f".venv/bin/python benchmarks/explain_pairs_offline.py --trials {args.trials} --seed {args.seed}"
+    command = (f".venv/bin/python benchmarks/explain_pairs_offline.py --dirs {' '.join(args.dirs)} --trials "
+               f"{args.trials} --seed {args.seed}")
     args.out.with_suffix(".json").write_text(json.dumps({"commit": commit, "command": command, "dirs": args.dirs,
                                                          "summary": summary, "per_case": per_case, "rows": rows},
                                                         indent=1) + "\n")
