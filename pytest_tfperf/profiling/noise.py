@@ -249,7 +249,7 @@ def replicate_tests(logs: Mapping[str, Sequence[float]], levels: Mapping[str, fl
         d = len(v) - 1
         s2 = variance(v)
         size = (levels or {}).get(k, 1.0)
-        if s2 > 0.0 and size > 0.0:
+        if s2 > ROUNDING ** 2 and size > 0.0:
             points.append((math.log(size), math.log(s2) - _digamma(d / 2) + math.log(d / 2), _trigamma(d / 2)))
     trend = _trend([x for x, _, _ in points], [e for _, e, _ in points]) if levels else (lambda _: 0.0)
     shrink = _fit_prior([e - trend(x) for x, e, _ in points], [t for _, _, t in points])
@@ -269,7 +269,7 @@ def replicate_tests(logs: Mapping[str, Sequence[float]], levels: Mapping[str, fl
                 s2, df = shrink.s0sq * shift, math.inf
             else:
                 s2, df = (shrink.d0 * shrink.s0sq * shift + d * s2) / (shrink.d0 + d), shrink.d0 + d
-        elif s2 > 0.0:
+        elif s2 > ROUNDING ** 2:  # closer than rounding: the pairs agree exactly
             df = float(d)
         else:
             continue  # pairs that agree exactly, and no other group to lend a spread: no test to make here
