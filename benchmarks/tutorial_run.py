@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "tutorial.md"
 OUT = ROOT / "benchmarks" / "results" / "tutorial_run.txt"
 
-# --fast: what a test can afford (the commands stay as the page writes them; an ini file shortens them).
-FAST_INI = "[pytest]\ntfperf_budget = 0.2\ntfperf_runs = 2\n"
+# --fast: what a test can afford (the commands stay as the page writes them; an ini file shortens them: a
+# shorter budget, two processes a refresh, and the red verdict explained from its own pair of processes).
+FAST_INI = "[pytest]\ntfperf_budget = 0.2\ntfperf_runs = 2\ntfperf_explain_pairs = 1\n"
 
 
 def page_blocks(text: str) -> list[tuple[str, str, str]]:
@@ -164,7 +165,7 @@ def main() -> int:
     lines = ["# docs/tutorial.md run step by step: `.venv/bin/python benchmarks/tutorial_run.py`",
              f"# commit {commit}, {datetime.now(timezone.utc):%Y-%m-%d}, {os.cpu_count()} cores, "
              f"load average {os.getloadavg()[0]:.1f} at the end"
-             + (" (--fast: tfperf_budget 0.2, tfperf_runs 2)" if args.fast else ""), ""]
+             + (" (--fast: tfperf_budget 0.2, tfperf_runs 2, tfperf_explain_pairs 1)" if args.fast else ""), ""]
     for ran in done:
         lines += [f"## {ran.step.title}: {ran.step.command}",
                   f"(exit {ran.rc}, expected {ran.step.expect_rc}; {ran.seconds:.0f} s)", ran.output.rstrip(), ""]

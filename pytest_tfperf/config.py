@@ -91,6 +91,10 @@ class SessionConfig:
     # default: a red test is where the user wants the answer, and it costs nothing on green ones
     # (--no-tfperf-explain or ini tfperf_explain = false turn it off).
     explain: bool = True
+    # A red --tfperf-against verdict is profiled in this many pairs of processes, one of each version in each,
+    # and each layer and op tested across them (against.plan.profile_fresh_pairs); 1: the explanation's own
+    # pair only, the cheapest and the least sure (--tfperf-explain-pairs, ini tfperf_explain_pairs).
+    explain_pairs: int = 3
 
 
 # Marker arguments, their types and what they mean. Kept as data so that the

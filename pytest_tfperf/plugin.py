@@ -85,6 +85,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "profile in its baseline (default: on, unless ini tfperf_explain = false)")
     group.addoption("--no-tfperf-explain", action="store_false", dest="tfperf_explain", default=None,
                     help="no profiled pass and no explanation, for a failed verdict or a refresh")
+    group.addoption("--tfperf-explain-pairs", metavar="N", type=positive_int, default=None,
+                    help="with --tfperf-against: profile a red verdict in N pairs of processes and test each layer "
+                         "and op across them; 1 is the cheapest (about 30 s less a red test) and blames more by "
+                         "chance (default: ini tfperf_explain_pairs or 3)")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
                     help="longest an iteration may run before it fails as stalled (default 300; per test: marker "
                          "stall_timeout_s)")
@@ -97,6 +101,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="fail")
     parser.addini("tfperf_explain", "explain a failed verdict from a profiled pass of each side (default true)",
                   type="bool", default=True)
+    parser.addini("tfperf_explain_pairs", "pairs of processes a red --tfperf-against verdict is profiled in "
+                  "(default 3)", default="3")
     parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
     parser.addini("tfperf_strict", "fail tests that have no baseline for this environment", type="bool",
                   default=False)
@@ -271,6 +277,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
     if throughput_gate not in ("warn", "fail"):
         raise pytest.UsageError(f"ini option tfperf_throughput_gate = {throughput_gate!r}: expected warn or fail")
     runs = opt("--tfperf-runs") or int(_ini_number(config, "tfperf_runs", positive_int))
+    explain_pairs = opt("--tfperf-explain-pairs") or int(_ini_number(config, "tfperf_explain_pairs", positive_int))
     return SessionConfig(
         measure=opt(OPT_MEASURE),
         json_path=child_json if child_json is not None else (None if partner else opt("--tfperf-json")),
@@ -296,6 +303,7 @@ def _session_config(config: pytest.Config) -> SessionConfig:
         against=None if quiet else opt("--tfperf-against"),
         explain=bool(opt("tfperf_explain") if opt("tfperf_explain") is not None
                      else config.getini("tfperf_explain")),
+        explain_pairs=int(explain_pairs),
     )
 
 

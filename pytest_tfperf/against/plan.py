@@ -333,9 +333,9 @@ def own_partner(session: TfPerfSession) -> Partner:
 
 
 # Pairs of processes, one of each version in each, whose profiles a red --tfperf-against verdict compares
-# (``profiling.attribution``'s ``replicates``): the explanation's own pair and this many more. Three pairs
-# give each group's between-process spread two degrees of freedom of its own (``noise.replicate_tests``).
-EXPLAIN_PAIRS = 3
+# (``profiling.attribution``'s ``replicates``): the explanation's own pair and ``config.explain_pairs - 1``
+# more (3 by default: each group's between-process spread gets two degrees of freedom of its own,
+# ``noise.replicate_tests``).
 # A pair started only to be profiled measures this many rounds first (the partner protocol's result, which
 # then holds the workload for the profiled pass): warmed up as any measurement, nothing judged.
 WARM_ROUNDS = 2
@@ -345,7 +345,7 @@ RawProfiles = list[tuple[dict[str, Any], dict[str, Any]]]
 
 def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSettings, iterations: int,
                         timeout_s: float) -> tuple[RawProfiles, list[str]]:
-    """Profiles of both versions in ``EXPLAIN_PAIRS - 1`` more pairs of processes, none of them a process the
+    """Profiles of both versions in ``config.explain_pairs - 1`` more pairs of processes, none of them a process the
     explanation's own pair used (this process and the partner it profiled), so that each pair is an
     independent draw of how two processes differ: [(the baseline's compact profile, this version's)], and a
     line for each pair that could not be had. The last fresh pair's process of this tree, still holding the
@@ -357,7 +357,7 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
     base, own = session.partner(), own_partner(session)
     out: RawProfiles = []
     notes: list[str] = []
-    for pair in range(2, EXPLAIN_PAIRS + 1):
+    for pair in range(2, session.config.explain_pairs + 1):
         ours = own.held if pair == 2 and own.held is not None and own.held.test_id == test_id else None
         try:
             if ours is None:

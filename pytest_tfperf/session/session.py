@@ -197,8 +197,12 @@ class TfPerfSession:
 
         return plan.judge(self, test_id, measured, name, theirs, options, settings, measure_once)
 
-    def _more_pairs(self, settings: RunSettings) -> MorePairs:
-        """A red --tfperf-against verdict's explanation profiles both versions in more pairs of processes."""
+    def _more_pairs(self, settings: RunSettings) -> MorePairs | None:
+        """A red --tfperf-against verdict's explanation profiles both versions in more pairs of processes; None
+        when asked for one pair (--tfperf-explain-pairs 1): its own pair, one test per group."""
+        if self.config.explain_pairs <= 1:
+            return None
+
         def more(test_id: str, iterations: int, timeout_s: float) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]],
                                                                            list[str]]:
             from pytest_tfperf.against import plan

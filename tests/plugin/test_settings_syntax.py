@@ -79,3 +79,30 @@ def test_bisect_help_prints_a_plain_percent_sign() -> None:
     with redirect_stdout(out), pytest.raises(SystemExit):
         bisect_cli.main(["--help"])
     assert "tolerance=10%," in out.getvalue() and "%%" not in out.getvalue()
+
+
+SHOW_PAIRS = SHOW_TOLERANCE.replace("TOLERANCE=", "PAIRS=").replace(".tolerance)", ".explain_pairs)")
+
+
+@pytest.mark.parametrize(("ini", "option", "expected"), [("", None, 3), ("1", None, 1), ("2", "5", 5)])
+def test_the_pairs_a_red_verdict_is_profiled_in_come_from_the_option_or_the_ini_key(
+        pytester: pytest.Pytester, ini: str, option: str | None, expected: int) -> None:
+    pytester.makeini(f"[pytest]\ntfperf_explain_pairs = {ini}\n" if ini else "[pytest]\n")
+    pytester.makeconftest(SHOW_PAIRS)
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-s", *([f"--tfperf-explain-pairs={option}"] if option else []))
+    result.stdout.fnmatch_lines([f"PAIRS={expected!r}"])
+
+
+@pytest.mark.parametrize(("where", "line"), [
+    ("ini", "*ini option tfperf_explain_pairs = 'three': *"),
+    ("option", "*argument --tfperf-explain-pairs: *0*"),
+])
+def test_a_bad_number_of_pairs_is_one_line_naming_where_it_was_given(pytester: pytest.Pytester, where: str,
+                                                                     line: str) -> None:
+    pytester.makeini("[pytest]\ntfperf_explain_pairs = three\n" if where == "ini" else "[pytest]\n")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess(*(["--tfperf-explain-pairs=0"] if where == "option" else []))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([line])
+    assert "Traceback" not in result.stderr.str()

@@ -33,8 +33,8 @@ class FakePartner:
         self.restarts += 1
 
 
-def session() -> TfPerfSession:
-    s = TfPerfSession(SessionConfig(measure=True, against="origin/main"), "/nonexistent")
+def session(**config: Any) -> TfPerfSession:
+    s = TfPerfSession(SessionConfig(measure=True, against="origin/main", **config), "/nonexistent")
     s._partner = FakePartner()
     return s
 
@@ -477,3 +477,27 @@ def test_a_pair_that_cannot_be_profiled_ends_the_search_and_says_across_how_many
     pairs, notes = plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0)
     assert pairs == [] and notes == ["pair 2 of processes could not be profiled (it crashed); the groups were "
                                      "tested across 1"]
+
+
+def holding_session(**config: Any) -> tuple[TfPerfSession, list[str]]:
+    s = session(**config)
+    log: list[str] = []
+    s._partner = HoldingProcess(log, "B")  # type: ignore[assignment]
+    s._own_partner = HoldingProcess(log, "A")  # type: ignore[assignment]
+    return s, log
+
+
+def test_the_number_of_pairs_asked_for_is_the_number_profiled() -> None:
+    """--tfperf-explain-pairs N: the explanation's own pair and N - 1 more; 1 asks for no more pairs at all."""
+    from pytest_tfperf.against import plan
+
+    for pairs_asked in (2, 4):
+        s, log = holding_session(explain_pairs=pairs_asked)
+        more = s._more_pairs(RunSettings(rounds=20))
+        assert more is not None
+        pairs, notes = more(TEST_ID, 5, 60.0)
+        assert notes == [] and len(pairs) == pairs_asked - 1
+        assert len({p for pair in pairs for p in (pair[0]["process"], pair[1]["process"])}) == 2 * (pairs_asked - 1)
+    s, log = holding_session(explain_pairs=1)
+    assert s._more_pairs(RunSettings(rounds=20)) is None and log == []
+    assert plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0) == ([], [])
