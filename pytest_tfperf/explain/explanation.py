@@ -339,9 +339,10 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
     """A ``--tfperf-against`` regression: the partner profiles its side in its own process
     (``profile_partner(iterations)`` gives its compact profile as a dict, or why there is none), then this side
     is profiled here (``this``, within ``rounds_s``: this side's measured rounds), one after the other, and
-    ``measured_s`` (this median - the partner's) attributed. ``more_pairs(iterations)``: both sides profiled in
-    other pairs of processes ([(partner's, this version's)], and a line for each pair it could not have), so
-    that each group is tested across the pairs (``profiling.attribution``'s ``replicates``)."""
+    ``measured_s`` (the verdict's change, ``orchestrate.verdict_change_s``) attributed.
+    ``more_pairs(iterations)``: both sides profiled in other pairs of processes ([(partner's, this version's)],
+    and a line for each pair it could not have), so that each group is tested across the pairs
+    (``profiling.attribution``'s ``replicates``)."""
     from pytest_tfperf.profiling.profile_model import ProfileFormatError
 
     iterations = iterations_for(median_s, budget_s)

@@ -24,7 +24,8 @@ MIB = 2**20
 
 
 def metric(name: str, status: str, base: float = MIB, current: float = 5 * MIB) -> Any:
-    return SimpleNamespace(metric=name, status=status, baseline_value=base, current_value=current)
+    return SimpleNamespace(metric=name, status=status, baseline_value=base, current_value=current,
+                           relative_change=current / base - 1.0)
 
 
 def outcome(test_id: str, *metrics: Any) -> Outcome:
