@@ -26,7 +26,9 @@ from pytest_tfperf.bisect.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, main
 from pytest_tfperf.bisect.select_plugin import ONLY_ENV
 from pytest_tfperf.bisect.steps import SELECT_PLUGIN, StepRunner, Worktrees, commit_info, first_parent_range
 
-FAST = ["--tfperf-budget=0.3", "--tfperf-tolerance=90%"]
+# A red explained step profiles one pair of processes: how many pairs an explanation tests across is
+# test_explain_against.py's (three cost about 30 s more a red test).
+FAST = ["--tfperf-budget=0.3", "--tfperf-tolerance=90%", "--tfperf-explain-pairs=1"]
 BASE, SLOW10, SLOW1000 = 1_000, 10_000, 1_000_000
 
 MODULE = """# commit {index}
