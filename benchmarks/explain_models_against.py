@@ -21,7 +21,11 @@ see in Keras tests (it states 11-17% there).
 
 The judge was written with the cases, before any run: the report's headline
 (``reports.explain_headline``'s order, as ``explain_pipelines_against.named_first``
-reads it) must name the planted group, recognised from its key.
+reads it) must name the planted group, recognised from its key. Two judges looked for Keras's numbered
+names (``planted_conv_``, ``planted_bn_``) where the profile groups a layer under its name without the
+number (``layer:sequential/planted_conv``) and counted every hit as a miss; they match the grouped name
+since 2026-11-27, after the committed runs, whose ``planted_first`` keeps what was judged then (the
+evidence gives both counts).
 ``--plain CASE ...`` times each case's two steps in one process, taking turns,
 without the plugin: how much slower the plant is where nothing else runs.
 Writes ``benchmarks/results/explain_models_against.{json,md}``.
@@ -134,7 +138,7 @@ def build():
     x = RNG.random((32, 32, 32, 3), dtype=np.float32)
     y = RNG.integers(0, 10, 32).astype(np.int32)
     return (lambda: model.train_on_batch(x, y)), 32
-''', lambda key: "planted_conv_" in key),
+''', lambda key: "planted_conv" in key),
     "step_short_gathers": (
         "a tf.function matmul step: 64 of its input's columns taken one by one (32 gathers, 32 slices) and stacked "
         "back (a new group of short ops)",
@@ -367,7 +371,7 @@ def build():
     labels = RNG.integers(0, 10, 512).astype(np.int32)
     ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat().batch(32).prefetch(tf.data.AUTOTUNE)
     return (lambda: model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)), 2 * 32
-''', lambda key: "planted_bn_" in key),
+''', lambda key: "planted_bn" in key),
 }
 ALL = {**CASES, **HELDOUT2, **HELDOUT3}
 
