@@ -123,6 +123,9 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
             p = att.paced_by
             moved = f" {p.how} {t(p.delta)}" if p.beyond_noise else ""
             lines.append(f"    behind it: {_describe(p)}{moved}" + _stage_note(p))
+    optimizer_line = _optimizer_line(att)
+    if optimizer_line:
+        lines.append(optimizer_line)
     others = [c for c in att.pipeline if c is not att.paced_by][:3]
     if others:
         lines.append("  tf.data also moved (stage times overlap: each includes its wait for the stage upstream):")
@@ -164,6 +167,30 @@ def _adds_up_line(att: Attribution, t: Callable[..., str]) -> str:
     pct = f"{share:.0%} of it" if share != float("inf") else "the measured change is zero"
     return (f"the parts do not add up to the measured change: the profiled pass differs from the timed rounds by "
             f"{t(-off)} ({pct}; {within} the pass's own noise), so the parts explain the profiled pass only")
+
+
+# Keras 3's optimizers, as their update's name scope reads in a profile (``layer:adam``): what ``_optimizer_line``
+# recognises. A renamed optimizer is not recognised, and the line is only left out then.
+OPTIMIZERS = frozenset({"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
+                        "lamb", "adafactor", "muon", "loss_scale_optimizer"})
+
+
+def _optimizer_line(att: Attribution) -> str | None:
+    """Why an optimizer grew beside a layer that appeared or grew: its update reads and writes every trainable
+    weight each step, so a layer a change adds or widens makes it slower by the new weights' share. Named first,
+    as it can be where a head of millions of weights was added (held-out sets 3 and 4), it reads as if the
+    optimizer itself had changed; the line says which layer its growth more likely comes with."""
+    grown = [c for c in att.causes if c.kind == "layer" and c.how in ("appeared", "grew")]
+    optimizer = next((c for c in grown if c.key.split(":", 1)[-1] in OPTIMIZERS), None)
+    layers = [c for c in grown if c is not optimizer]
+    if optimizer is None or not layers:
+        return None
+    def name(c: Change) -> str:
+        return c.key.split(":", 1)[-1].rsplit("/", 1)[-1]
+
+    return (f"  {name(optimizer)} is the optimizer: its update reads and writes every trainable weight, so it grows "
+            f"with the weights a change adds or widens ({', '.join(name(c) for c in layers[:2])} above); read it "
+            "with that layer, unless the optimizer or its settings changed")
 
 
 def _cause(change: Change, att: Attribution, t: Callable[..., str]) -> str:

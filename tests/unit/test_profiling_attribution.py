@@ -709,3 +709,21 @@ def test_a_group_whose_pairs_agree_exactly_with_no_other_group_to_lend_a_spread_
     tested = replicate_tests({"layer:a": [0.1, 0.1, 0.1], "layer:b": [0.0, 0.05, -0.05],
                               "layer:c": [0.02, -0.03, 0.01], "layer:d": [-0.04, 0.0, 0.03]})
     assert set(tested) == {"layer:a", "layer:b", "layer:c", "layer:d"} and tested["layer:a"].se > 0.0
+
+
+def test_an_optimizer_that_grew_beside_a_new_layer_is_read_with_that_layer() -> None:
+    """A head of new weights makes Adam's update slower too, and Adam can be named first: a line says why, naming
+    the layer it comes with. Without a layer that appeared or grew, nothing is added."""
+    base = profile(group("layer:m/dense", STEADY), group("layer:adam", (4.0, 4.05, 3.95, 4.0, 4.0)))
+    current = profile(group("layer:m/dense", STEADY), group("layer:adam", (8.0, 8.05, 7.95, 8.0, 8.0)),
+                      group("layer:m/planted_head", (3.8, 3.9, 3.7, 3.8, 3.8)), wall=(28, 28.1, 27.9, 28.2, 27.8))
+    att = attribute(base, current, 7.9 * MS)
+    assert {c.key for c in att.causes} == {"layer:adam", "layer:m/planted_head"}
+    assert ("  adam is the optimizer: its update reads and writes every trainable weight, so it grows with the "
+            "weights a change adds or widens (planted_head above); read it with that layer, unless the optimizer "
+            "or its settings changed") in explanation_lines(att)
+    alone = profile(group("layer:m/dense", STEADY), group("layer:adam", (8.0, 8.05, 7.95, 8.0, 8.0)),
+                    wall=(24, 24.1, 23.9, 24.2, 23.8))
+    att = attribute(base, alone, 4.0 * MS)
+    assert [c.key for c in att.causes] == ["layer:adam"]
+    assert not any("is the optimizer" in line for line in explanation_lines(att))
