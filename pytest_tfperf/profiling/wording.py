@@ -182,15 +182,18 @@ def _optimizer_line(att: Attribution) -> str | None:
     optimizer itself had changed; the line says which layer its growth more likely comes with."""
     grown = [c for c in att.causes if c.kind == "layer" and c.how in ("appeared", "grew")]
     optimizer = next((c for c in grown if c.key.split(":", 1)[-1] in OPTIMIZERS), None)
-    layers = [c for c in grown if c is not optimizer]
+    layers = [_leaf(c.key) for c in grown if c is not optimizer]
     if optimizer is None or not layers:
         return None
-    def name(c: Change) -> str:
-        return c.key.split(":", 1)[-1].rsplit("/", 1)[-1]
+    return (f"  {_leaf(optimizer.key)} is the optimizer: its update reads and writes every trainable weight, so it "
+            f"grows with the weights a change adds or widens ({', '.join(layers[:2])} above); read it with that "
+            "layer, unless the optimizer or its settings changed")
 
-    return (f"  {name(optimizer)} is the optimizer: its update reads and writes every trainable weight, so it grows "
-            f"with the weights a change adds or widens ({', '.join(name(c) for c in layers[:2])} above); read it "
-            "with that layer, unless the optimizer or its settings changed")
+
+def _leaf(key: str) -> str:
+    """A group's own name, without its kind or the scopes around it: ``layer:functional/planted_head`` ->
+    ``planted_head`` (its label also carries its op family)."""
+    return key.split(":", 1)[-1].rsplit("/", 1)[-1]
 
 
 def _cause(change: Change, att: Attribution, t: Callable[..., str]) -> str:
