@@ -233,6 +233,14 @@ def _test_args(config: pytest.Config) -> list[str]:
 PARTNER_SERVER_KEY = pytest.StashKey[Any]()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    c = session.config.stash.get(CONFIG_KEY, None)
+    # A partner session (PARTNER_ENV) starts none of its own; --collect-only measures nothing.
+    if c is not None and c.against is not None and PARTNER_ENV not in os.environ \
+            and not session.config.option.collectonly:
+        _session(session.config).start_partner_early()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     # A partner session runs tests when the session that started it asks, not in collection order.

@@ -13,8 +13,8 @@ made for the run, or a directory). This session drives it test by test:
 1. ``run``: the partner runs the same test id up to its ``tfperf`` call,
    warms up and calibrates, and answers ``ready`` (or ``missing`` when its
    tree has no such test, ``failed`` when the test broke before measuring).
-   The partner sets up and warms up while this session does; its answer is
-   read when this side is ready (``begin(wait=False)``).
+   It starts, sets up and warms up while this session does (``prestart``,
+   ``begin(wait=False)``): nothing is timed before both are ready.
 2. The two sessions then take turns, one timed round each, in ABBA order
    (``round i`` / ``done i``, with the round's throughput): only one of them
    runs at a time, the other stopped (``against.freeze``), so they never
@@ -38,8 +38,7 @@ crash, a timeout, a test that is missing or fails on the baseline side) drops
 the pairing for that test only, with a notice saying why; the test is then
 judged as without ``--tfperf-against``.
 
-Two processes, not one, cannot be avoided; what they add is small: two live
-processes taking turns on unchanged code differed by -2.1% to +4.5%
+Two live processes taking turns on unchanged code differed by -2.1% to +4.5%
 (``benchmarks/process_noise.py``, 10 pairs), inside the 5% decision
 threshold, where processes measured minutes apart differed by 1.35x.
 """
@@ -72,9 +71,6 @@ def duet() -> bool:
     return os.environ.get("TFPERF_DUET") == "1" and hasattr(os, "sched_setaffinity")
 
 
-# -- where the baseline code lives ----------------------------------------------------------
-
-
 # -- this session's side: the coordinator ---------------------------------------------------
 
 
@@ -91,6 +87,7 @@ class Partner:
         self._python = python
         self._process: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
+        self._greeted = False  # its hello read: the process is up and has collected the tests
         self._scratch: Path | None = None
         self._tree: BaselineTree | None = None
         self._broken: str | None = None  # why the partner cannot be used at all any more
@@ -118,39 +115,29 @@ class Partner:
     def log_path(self) -> Path | None:
         return None if self._scratch is None else self._scratch / "partner.log"
 
-    def _start(self) -> Channel:
+    def prestart(self) -> None:
+        """Start the process now, its hello read at the first ``begin``: its import and collection (seconds)
+        overlap this session's work. A failure to start is kept and said at that ``begin``."""
+        try:
+            self._start(greet=False)
+        except PartnerError:
+            pass
+
+    def _start(self, *, greet: bool = True) -> Channel:
         if self._broken is not None:
             raise PartnerError(self._broken)
-        if self._channel is not None:
+        if self._channel is not None and (self._greeted or not greet):
             return self._channel
         try:
-            if self._tree is None:  # first start; a restart keeps the tree
-                self._scratch = Path(tempfile.mkdtemp(prefix="tfperf-partner-"))
-                self._tree = checkout(self.against, self._invocation_dir, self._scratch)
-            assert self._scratch is not None
-            cwd = mapped_directory(self._invocation_dir, self._current_root, self._tree.path)
-            to_partner_r, to_partner_w = os.pipe()
-            from_partner_r, from_partner_w = os.pipe()
-            env = partner_environment(self._tree.path, dict(os.environ), f"{to_partner_r},{from_partner_w}")
-            args = [argument_in_tree(a, self._current_root, self._tree.path) for a in self._test_args]
-            # Results, baselines and JUnit XML are this session's to write; the partner only measures.
-            command = pytest_command(self._python, "--tfperf", "-q",
-                                     f"--junitxml={self._scratch / 'partner-junit.xml'}", *args)
-            assert self.log_path is not None
-            with open(self.log_path, "ab") as log:  # a restarted partner adds to the same log
-                self._process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                                 stderr=subprocess.STDOUT, pass_fds=(to_partner_r, from_partner_w))
-            os.close(to_partner_r)
-            os.close(from_partner_w)
-            if self.duet_cpu is not None:  # before TensorFlow starts a thread there, so that all of them stay
-                os.sched_setaffinity(self._process.pid, {self.duet_cpu})
-            if self.freezing:
-                self._guard = freeze.guard(os.getpid(), self._process.pid)
-            self._channel = Channel(from_partner_r, to_partner_w)
-            hello = self._channel.receive(self.timeout_s)
-            if hello.get("op") != "hello" or hello.get("protocol") != PROTOCOL:
-                raise PartnerError(f"it speaks another version of the partner protocol ({hello}; this one "
-                                   f"speaks {PROTOCOL}): install the same pytest-tfperf for both trees")
+            if self._channel is None:
+                self._spawn()
+            assert self._channel is not None
+            if greet:
+                hello = self._channel.receive(self.timeout_s)
+                if hello.get("op") != "hello" or hello.get("protocol") != PROTOCOL:
+                    raise PartnerError(f"it speaks another version of the partner protocol ({hello}; this one "
+                                       f"speaks {PROTOCOL}): install the same pytest-tfperf for both trees")
+                self._greeted = True
         except OSError as exc:  # no pipes, no process: as much a failure to start as a silent partner
             self._broken = f"the partner session in {self.against} could not start: {exc}"
             self.close(keep_reason=True)
@@ -161,6 +148,32 @@ class Partner:
             self.close(keep_reason=True)
             raise PartnerError(self._broken) from None
         return self._channel
+
+    def _spawn(self) -> None:
+        """The partner process started, its pipes open; its hello not read yet."""
+        if self._tree is None:  # first start; a restart keeps the tree
+            self._scratch = Path(tempfile.mkdtemp(prefix="tfperf-partner-"))
+            self._tree = checkout(self.against, self._invocation_dir, self._scratch)
+        assert self._scratch is not None
+        cwd = mapped_directory(self._invocation_dir, self._current_root, self._tree.path)
+        to_partner_r, to_partner_w = os.pipe()
+        from_partner_r, from_partner_w = os.pipe()
+        env = partner_environment(self._tree.path, dict(os.environ), f"{to_partner_r},{from_partner_w}")
+        args = [argument_in_tree(a, self._current_root, self._tree.path) for a in self._test_args]
+        # Results, baselines and JUnit XML are this session's to write; the partner only measures.
+        command = pytest_command(self._python, "--tfperf", "-q",
+                                 f"--junitxml={self._scratch / 'partner-junit.xml'}", *args)
+        assert self.log_path is not None
+        with open(self.log_path, "ab") as log:  # a restarted partner adds to the same log
+            self._process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT, pass_fds=(to_partner_r, from_partner_w))
+        os.close(to_partner_r)
+        os.close(from_partner_w)
+        if self.duet_cpu is not None:  # before TensorFlow starts a thread there, so that all of them stay
+            os.sched_setaffinity(self._process.pid, {self.duet_cpu})
+        if self.freezing:
+            self._guard = freeze.guard(os.getpid(), self._process.pid)
+        self._channel = Channel(from_partner_r, to_partner_w)  # not greeted yet: every stop resets that
 
     def begin(self, test_id: str, rounds: int, budget_s: float, *, variants: bool = False,
               explain: bool = False, wait: bool = True) -> PairedRun:
@@ -245,6 +258,7 @@ class Partner:
             self._process.kill()
             self._process.wait()
             self._process = None
+        self._greeted = False
         freeze.end_guard(self._guard)
         self._guard = None
         with open(self.log_path or os.devnull, "a") as log:
@@ -271,12 +285,15 @@ class Partner:
             self._channel.close()
             self._channel = None
         if self._process is not None:
+            if not self._greeted:  # started ahead (``prestart``) and never used: nothing of it to wait for
+                self._process.kill()
             try:
                 self._process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+        self._greeted = False
         freeze.end_guard(self._guard)
         self._guard = None
 

@@ -286,6 +286,8 @@ def confirm(session: TfPerfSession, test_id: str, settings: RunSettings, fresh: 
     elif fresh:
         session._own_partner.restart()
     assert session._own_partner is not None
+    # Both processes start at once: their imports and collections overlap instead of following each other.
+    session._own_partner.prestart()
     try:  # both set up and warm up at once; nothing is timed before both are ready
         # Under explanations both keep the workload after their result: should the test fail, this pair is
         # profiled as it is (``profile_fresh_pairs``), with no process started for it.
@@ -362,8 +364,11 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
         try:
             if ours is None:
                 own.restart()
-                ours = _held(own, test_id, settings)
+                own.prestart()  # starting while the other one starts, not after it is warm
             base.restart()  # never the partner process profiled already: its pair would not be independent
+            base.prestart()
+            if ours is None:
+                ours = _held(own, test_id, settings)
             theirs = _held(base, test_id, settings)
         except PartnerError as exc:
             notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -484,3 +485,58 @@ def test_without_a_look_the_rounds_run_to_the_end() -> None:
     run = PairedRun(FakePartner(), channel, "t.py::test_a")  # type: ignore[arg-type]
     assert not any(run.pace("before", r) or run.pace("after", r) for r in range(n))
     assert {"op": "stop"} not in channel.sent
+
+
+# A stand-in for the partner's python: it says hello only once the file GO exists (a partner still importing
+# TensorFlow and collecting), then leaves at the first message it reads ("exit").
+SLOW_HELLO = """#!{python}
+import json, os, sys, time
+r, w = (int(fd) for fd in os.environ["TFPERF_PARTNER_FDS"].split(","))
+while not os.path.exists({go!r}):
+    time.sleep(0.01)
+os.write(w, (json.dumps({{"op": "hello", "protocol": {protocol}, "pid": os.getpid()}}) + "\\n").encode())
+os.read(r, 65536)
+"""
+
+
+def slow_partner(tmp_path: Path) -> tuple[Partner, Path]:
+    (tmp_path / "base").mkdir()
+    go = tmp_path / "go"
+    python = tmp_path / "python"
+    python.write_text(SLOW_HELLO.format(python=sys.executable, go=str(go), protocol=PROTOCOL))
+    python.chmod(0o755)
+    partner = Partner(str(tmp_path / "base"), current_root=tmp_path, invocation_dir=tmp_path, test_args=[],
+                      timeout_s=30.0, python=str(python))
+    partner.freezing = False
+    return partner, go
+
+
+def test_a_partner_started_ahead_is_not_waited_for_until_its_first_use(tmp_path: Path) -> None:
+    partner, go = slow_partner(tmp_path)
+    partner.prestart()  # returns while the process has not said hello: waiting here would take 30 s and fail
+    process = partner._process
+    assert process is not None and process.poll() is None and partner._broken is None
+    assert not partner._greeted
+    go.touch()
+    assert partner._start() is partner._channel and partner._greeted  # its hello read at the first use
+    partner.prestart()  # a partner already up is left as it is
+    assert partner._process is process
+    partner.close()
+    assert process.returncode == 0  # told to exit, and it did
+
+
+def test_a_partner_started_ahead_and_never_used_is_stopped_without_waiting_for_it(tmp_path: Path) -> None:
+    partner, _ = slow_partner(tmp_path)  # GO never appears: the process would never say hello
+    partner.prestart()
+    process = partner._process
+    assert process is not None
+    partner.close()
+    assert process.returncode is not None and process.returncode < 0  # killed, not waited on for 30 s
+
+
+def test_a_partner_that_cannot_start_ahead_says_why_at_its_first_use(tmp_path: Path) -> None:
+    partner = Partner(str(tmp_path / "missing"), current_root=tmp_path, invocation_dir=tmp_path, test_args=[],
+                      timeout_s=5.0)
+    partner.prestart()  # nothing raised into the session's start
+    with pytest.raises(PartnerError, match="missing"):
+        partner.begin("t.py::test_a", 2, 0.1)

@@ -293,11 +293,21 @@ class FakeProcess:
 
     def __init__(self, log: list[str], side: str, result: Measurement) -> None:
         self.log, self.side, self.result, self.restarts = log, side, result, 0
+        self.started = False
 
     def restart(self) -> None:
         self.restarts += 1
+        self.started = False
+
+    def prestart(self) -> None:
+        if not self.started:
+            self.log.append(f"spawn {self.side}")
+        self.started = True
 
     def begin(self, test_id: str, rounds: int, budget_s: float, **options: Any) -> FakeRun:
+        if not self.started:
+            self.log.append(f"spawn {self.side}")
+        self.started = True
         self.log.append(f"begin {self.side}")
         return FakeRun(self.log, self.side, self.result)
 
@@ -312,7 +322,8 @@ def test_the_second_look_of_a_fresh_pair_is_beside_the_same_two_processes() -> N
     settings = RunSettings(rounds=2)
     assert plan.confirm(s, TEST_ID, settings) == ((s._own_partner.result, THEIRS), None)
     assert (s._partner.restarts, s._own_partner.restarts) == (1, 1)  # type: ignore[attr-defined]  # fresh
-    assert log == ["begin B", "begin A", "A0", "B0", "B1", "A1"]  # in turns, ABBA
+    # both processes started before either is waited for (their imports overlap), then rounds in turns, ABBA
+    assert log == ["spawn A", "spawn B", "begin B", "begin A", "A0", "B0", "B1", "A1"]
     log.clear()
     assert plan.confirm(s, TEST_ID, settings, fresh=False)[1] is None
     assert (s._partner.restarts, s._own_partner.restarts) == (1, 1)  # type: ignore[attr-defined]  # the same pair
@@ -328,8 +339,8 @@ def test_in_the_duet_design_a_fresh_pair_measures_each_round_at_once() -> None:
     s._partner.duet_cpu = 1  # type: ignore[attr-defined]
     s._own_partner = FakeProcess(log, "A", THEIRS)
     assert plan.confirm(s, TEST_ID, RunSettings(rounds=2))[1] is None
-    assert log == ["begin B", "begin A", "start A0", "start B0", "end A0", "end B0", "start A1", "start B1",
-                   "end A1", "end B1"]
+    assert log == ["spawn A", "spawn B", "begin B", "begin A", "start A0", "start B0", "end A0", "end B0",
+                   "start A1", "start B1", "end A1", "end B1"]
 
 
 def test_a_second_look_needs_a_fresh_pair_to_look_at() -> None:
@@ -437,9 +448,16 @@ class HoldingProcess:
     def restart(self) -> None:
         self.generation += 1
         self.held = None
+        self.started = False
+
+    def prestart(self) -> None:
+        if not getattr(self, "started", True):
+            self.log.append(f"{self.side}{self.generation} start")
+        self.started = True
 
     def begin(self, test_id: str, rounds: int, budget_s: float, **options: Any) -> HoldingRun:
         assert options.get("explain") is True  # held for the profile
+        self.prestart()
         self.log.append(f"{self.side}{self.generation} begin")
         return HoldingRun(self, test_id)
 
@@ -463,6 +481,8 @@ def test_a_red_verdict_is_profiled_in_more_pairs_none_sharing_a_process_with_ano
     assert notes == []
     assert [(b["process"], c["process"]) for b, c in pairs] == [("B2", "A1"), ("B3", "A2")]
     assert "A1 begin" not in log and "B2 round 0" in log and "B2 round 1" in log  # warmed up, 2 rounds
+    # the third pair's two fresh processes are started together, before either warms up
+    assert log.index("A2 start") < log.index("B3 start") < log.index("A2 begin") < log.index("B3 begin")
     assert own.held is None  # released: the process of this tree waits for nothing more
 
 
@@ -501,3 +521,24 @@ def test_the_number_of_pairs_asked_for_is_the_number_profiled() -> None:
     s, log = holding_session(explain_pairs=1)
     assert s._more_pairs(RunSettings(rounds=20)) is None and log == []
     assert plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0) == ([], [])
+
+
+def test_the_partner_is_started_before_collection_only_where_this_session_measures_against_it() -> None:
+    class Starting(FakePartner):
+        started = 0
+
+        def prestart(self) -> None:
+            self.started += 1
+
+    s = session()
+    s._partner = Starting()
+    s.start_partner_early()
+    assert s._partner.started == 1  # type: ignore[attr-defined]
+    partner_side = session()
+    partner_side._partner = Starting()
+    partner_side.partner_server = object()  # type: ignore[assignment]  # this session is another's partner
+    partner_side.start_partner_early()
+    assert partner_side._partner.started == 0  # type: ignore[attr-defined]
+    plain = TfPerfSession(SessionConfig(measure=True), "/nonexistent")
+    plain.start_partner_early()
+    assert plain._partner is None
