@@ -65,8 +65,16 @@ PERSISTENCE = 0.5
 # Measuring longer before accusing: at least this many untimed iterations,
 # and as many again as were measured, within the time below.
 CONFIRM_MIN_ITERATIONS = 100
-CONFIRM_MIN_S = 15.0
+# ...and on to this many iterations since the first call, so that the later half starts past step 150: a
+# keras.applications EfficientNetB0 train_on_batch (64 px, batch 16) grows its RSS for about 125 steps here
+# (2.6 MiB a step over steps 1-25, 0.5 over 50-75, 0.1 over 100-125, flat from 150 to 1,200), and a
+# confirmation that ended near step 160 read that rise as a leak in one main-job process of six.
+CONFIRM_PAST_ITERATIONS = 300
+CONFIRM_MIN_S = 45.0  # 300 steps of that model at 0.13 s each: 39 s
 CONFIRM_BUDGET_MULTIPLE = 5.0
+# A real leak needs no more proof once the confirmation alone has grown a counter this much; the machine is
+# spared the rest (1 MiB a step over 300 steps would be 300 MiB).
+CONFIRM_MAX_GROWTH_BYTES = 256 * 1024 * 1024
 CONFIRM_READINGS = 32
 # The confirming run is read as this many rounds, so that "steady" (most
 # rounds grow on their own) means the same there as in the timed rounds:
@@ -258,9 +266,11 @@ def needs_confirmation(series: Sequence[MemorySeries], *, floor_bytes: float = G
 
 
 def confirmation_plan(iterations_so_far: int) -> tuple[int, int]:
-    """(iterations, chunk) of the confirming run: as many iterations again as so far, at least the minimum."""
-    n = max(CONFIRM_MIN_ITERATIONS, iterations_so_far)
+    """(iterations, chunk) of the confirming run: as many iterations again as so far, at least the minimum, and
+    on to ``CONFIRM_PAST_ITERATIONS`` since the first call."""
+    n = max(CONFIRM_MIN_ITERATIONS, iterations_so_far, CONFIRM_PAST_ITERATIONS - iterations_so_far)
     return n, max(1, n // CONFIRM_READINGS)
+
 
 
 def chunk_size(total_iterations: int, target_readings: int = TARGET_READINGS) -> int:
@@ -293,6 +303,12 @@ class GrowthRecorder:
         self.rounds.append(round_index)
         for values, reader in zip(self.values, self.readers):
             values.append(reader.read())
+
+    def grown_since(self, start: int) -> int:
+        """The most any counter grew from reading ``start`` to the last one (read in place: nothing allocated
+        between the confirmation's chunks but the generator)."""
+        return max((v[-1] - v[start] for v in self.values if len(v) > start and v[-1] is not None
+                    and v[start] is not None), default=0)
 
     def series(self) -> tuple[MemorySeries, ...]:
         out = []

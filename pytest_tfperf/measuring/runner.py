@@ -183,8 +183,10 @@ def _confirm_growth(st: VariantState, settings: RunSettings, sync: Callable[[], 
     progress.typical_ns = st.typical_ns
     done = 0
     segment_length = max(1, -(-target // memory_growth.CONFIRM_SEGMENTS))
+    start = len(growth.iterations)
     growth.record(measured, round_index)
-    while done < target and clock() < deadline:
+    while done < target and clock() < deadline \
+            and growth.grown_since(start) < memory_growth.CONFIRM_MAX_GROWTH_BYTES:
         segment = done // segment_length
         for _ in range(min(chunk, target - done, segment_length * (segment + 1) - done)):
             progress.iteration_started_ns = clock()

@@ -14,7 +14,8 @@ from __future__ import annotations
 SHORT_GROWTH_CONFIRMATION = """
 from pytest_tfperf.measuring import memory_growth
 
-for name, value in (("CONFIRM_MIN_ITERATIONS", 10), ("CONFIRM_MIN_S", 0.0), ("CONFIRM_BUDGET_MULTIPLE", 1.0)):
+for name, value in (("CONFIRM_MIN_ITERATIONS", 10), ("CONFIRM_PAST_ITERATIONS", 0), ("CONFIRM_MIN_S", 0.0),
+                    ("CONFIRM_BUDGET_MULTIPLE", 1.0)):
     assert hasattr(memory_growth, name), name  # renamed? then this conftest no longer shortens anything
     setattr(memory_growth, name, value)
 """

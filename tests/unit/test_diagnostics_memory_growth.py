@@ -227,7 +227,9 @@ def test_warm_up_that_fills_the_whole_window_is_suspected_until_measured_longer(
     # measured longer, to 200 iterations: the later half has slowed to a third of the early rate
     longer = warm_up_series(200 * 2**20, tau=100, rounds=1, chunks=40, chunk=5)
     assert not memory_growth.needs_confirmation([longer])
-    assert memory_growth.confirmation_plan(50) == (100, 3)
+    assert memory_growth.confirmation_plan(50) == (250, 7)  # on to 300 iterations since the first call
+    assert memory_growth.confirmation_plan(260) == (260, 8)  # as many again
+    assert memory_growth.confirmation_plan(20) == (280, 8)
 
 
 @pytest.mark.parametrize("seed", range(12))

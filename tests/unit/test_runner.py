@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 
-from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring import memory_growth, runner
 from pytest_tfperf.measuring.variant_state import VariantState
 from pytest_tfperf.measuring.watchdog import Abandoned, Progress
 from pytest_tfperf.measuring.workload import (
@@ -497,6 +497,44 @@ def test_warm_up_growth_is_measured_longer_and_then_not_accused() -> None:
     assert "process RSS grew " in d.summary and "(warm-up)" in d.summary
 
 
+def _efficientnet_like(n: int) -> int:
+    """RSS a call adds in a warm-up of 160 calls at a steady 848 KiB a call: the main-job process in which
+    keras.applications EfficientNetB0 read as leaking grew that fast up to about call 160, then (by the
+    curve measured apart, ``memory_growth``) not at all."""
+    return 848 * 1024 if n <= 160 else 0
+
+
+def test_a_warm_up_of_a_hundred_and_more_steps_is_measured_past_and_not_accused() -> None:
+    from pytest_tfperf.diagnoses import diagnostics
+
+    clock = FakeClock()
+    reader = FakeReader(clock)
+    w = _growing_workload(clock, reader, _efficientnet_like)
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+                         watch=False, memory_readers=[reader])[""]
+    (series,) = raw.memory_series
+    # measured on to 300 calls since the first: the later half lies past the rise (a confirmation that ended
+    # near call 160 read it as a leak)
+    assert max(series.iterations) + series.warmup_iterations >= memory_growth.CONFIRM_PAST_ITERATIONS - 1
+    extras, (d,) = diagnostics.analyse(raw)
+    assert d.severity == "info" and dict(extras)["memory_growth_bytes_per_iteration"] == 0.0
+
+
+def test_a_confirmation_stops_once_the_leak_alone_has_grown_past_its_cap() -> None:
+    from pytest_tfperf.diagnoses import diagnostics
+
+    clock = FakeClock()
+    reader = FakeReader(clock)
+    w = _growing_workload(clock, reader, lambda n: 4 * 2**20)  # 4 MiB a call: 250 calls more would be 1 GiB
+    raw = runner.measure({"": w}, RunSettings(budget_s=0.05, rounds=5, warmup_s=0.0), clock=clock,
+                         watch=False, memory_readers=[reader])[""]
+    (series,) = raw.memory_series
+    cap_calls = memory_growth.CONFIRM_MAX_GROWTH_BYTES // (4 * 2**20)
+    assert cap_calls <= series.confirmation_iterations < cap_calls + 10  # stopped at the first reading past it
+    extras, (d,) = diagnostics.analyse(raw)
+    assert d.severity == "warning" and dict(extras)["memory_growth_bytes_per_iteration"] == pytest.approx(4 * 2**20)
+
+
 def test_nothing_is_measured_longer_without_growth() -> None:
     clock = FakeClock()
     reader = FakeReader(clock)
@@ -573,7 +611,7 @@ def test_the_samples_of_a_pull_and_step_workload_stay_out_of_the_round_too() -> 
 _HWM_NOOP_SCRIPT = """
 import json
 from pytest_tfperf.probes import memory_probes
-from pytest_tfperf.measuring import runner
+from pytest_tfperf.measuring import memory_growth, runner
 from pytest_tfperf.measuring.workload import RunSettings, Workload
 probe = memory_probes.HwmRssProbe()
 out = {"unavailable": probe.unavailable}
