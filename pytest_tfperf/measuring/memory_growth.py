@@ -30,8 +30,9 @@ readings (``GrowthVerdict.late``) and asks that growth persist there at no
 less than half the early rate (a leak keeps its pace; a warm-up slows down).
 When the data so far would accuse, the runner first measures longer
 (``confirmation_iterations``): as many untimed iterations again as it ran
-(at least ``CONFIRM_MIN_ITERATIONS``), so that the later half lies after
-them, and the verdict is taken on everything. Growth before the later half
+(at least ``CONFIRM_MIN_ITERATIONS``, and on to ``CONFIRM_PAST_ITERATIONS``
+since the first call), so that the later half lies after them, and the
+verdict is taken on everything. Growth before the later half
 is reported as warm-up ("process RSS grew 27 MiB in the first 212
 iterations, then flat").
 
@@ -270,7 +271,6 @@ def confirmation_plan(iterations_so_far: int) -> tuple[int, int]:
     on to ``CONFIRM_PAST_ITERATIONS`` since the first call."""
     n = max(CONFIRM_MIN_ITERATIONS, iterations_so_far, CONFIRM_PAST_ITERATIONS - iterations_so_far)
     return n, max(1, n // CONFIRM_READINGS)
-
 
 
 def chunk_size(total_iterations: int, target_readings: int = TARGET_READINGS) -> int:
