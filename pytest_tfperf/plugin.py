@@ -235,9 +235,8 @@ PARTNER_SERVER_KEY = pytest.StashKey[Any]()
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     c = session.config.stash.get(CONFIG_KEY, None)
-    # A partner session (PARTNER_ENV) starts none of its own; --collect-only measures nothing.
-    if c is not None and c.against is not None and PARTNER_ENV not in os.environ \
-            and not session.config.option.collectonly:
+    # Only under --tfperf-against is the session made this early; --collect-only measures nothing.
+    if c is not None and c.against is not None and not session.config.option.collectonly:
         _session(session.config).start_partner_early()
 
 

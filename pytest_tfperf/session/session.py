@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pytest_tfperf.config import MarkerOptions, SessionConfig
+from pytest_tfperf.config import PARTNER_ENV, MarkerOptions, SessionConfig
 from pytest_tfperf.measuring import runner
 from pytest_tfperf.measuring.workload import RawRun, RunSettings, Workload, build_measurement
 from pytest_tfperf.model import Environment, Measurement
@@ -192,8 +192,10 @@ class TfPerfSession:
 
     def start_partner_early(self) -> None:
         """Under --tfperf-against, the partner session started before this one collects: the two import
-        TensorFlow and collect at once (a few seconds a run saved). Nothing is timed before both are ready."""
-        if self.config.against is not None and self.config.measure and self.partner_server is None:
+        TensorFlow and collect at once (a few seconds a run saved). Nothing is timed before both are ready. A
+        session that is itself a partner (its pipes in PARTNER_ENV: known before collection, unlike
+        ``partner_server``) starts none."""
+        if self.config.against is not None and self.config.measure and PARTNER_ENV not in os.environ:
             self.partner().prestart()
 
     def _judge_against(self, test_id: str, measured: dict[str, Measurement], name: str, theirs: Measurement,

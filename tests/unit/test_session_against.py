@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pytest_tfperf.config import MarkerOptions, SessionConfig
+import pytest
+
+from pytest_tfperf.config import PARTNER_ENV, MarkerOptions, SessionConfig
 from pytest_tfperf.measuring.workload import RunSettings
 from pytest_tfperf.model import Measurement, Timings
 from pytest_tfperf.session.session import TfPerfSession
@@ -523,7 +525,8 @@ def test_the_number_of_pairs_asked_for_is_the_number_profiled() -> None:
     assert plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0) == ([], [])
 
 
-def test_the_partner_is_started_before_collection_only_where_this_session_measures_against_it() -> None:
+def test_the_partner_is_started_before_collection_only_where_this_session_measures_against_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     class Starting(FakePartner):
         started = 0
 
@@ -536,8 +539,9 @@ def test_the_partner_is_started_before_collection_only_where_this_session_measur
     assert s._partner.started == 1  # type: ignore[attr-defined]
     partner_side = session()
     partner_side._partner = Starting()
-    partner_side.partner_server = object()  # type: ignore[assignment]  # this session is another's partner
-    partner_side.start_partner_early()
+    with monkeypatch.context() as m:
+        m.setenv(PARTNER_ENV, "3,4")  # this session is another's partner
+        partner_side.start_partner_early()
     assert partner_side._partner.started == 0  # type: ignore[attr-defined]
     plain = TfPerfSession(SessionConfig(measure=True), "/nonexistent")
     plain.start_partner_early()
