@@ -226,6 +226,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=400, help="stop starting sessions after this long")
     parser.add_argument("--cost", type=int, default=2, help="plain/paired pairs on unchanged code, first")
     parser.add_argument("--aa-only", action="store_true", help="no planted sessions")
+    parser.add_argument("--planted-only", action="store_true", help="no A/A sessions after the cost pairs (more "
+                        "planted verdicts in a short lease)")
     parser.add_argument("--plant", type=float, default=0.10, help="extra work per call in planted sessions")
     args = parser.parse_args()
     out_dir = Path(os.environ.get("OUT", "gpu-paired-out"))
@@ -251,7 +253,9 @@ def main() -> int:
             cost.append({"plain_s": plain, "paired_s": s["wall_s"], "ratio": s["wall_s"] / plain})
             print(f"cost {i}: plain {plain:.1f} s, paired {s['wall_s']:.1f} s", flush=True)
         result["cost"] = {"pairs": cost, "median_ratio": statistics.median(c["ratio"] for c in cost) if cost else None}
-        designs = (("aa", aa_root),) if args.aa_only else (("aa", aa_root), ("planted", planted_root))
+        designs: tuple[tuple[str, Path], ...] = (("aa", aa_root), ("planted", planted_root))
+        if args.aa_only or args.planted_only:
+            designs = (("aa", aa_root),) if args.aa_only else (("planted", planted_root),)
         i = crashed = 0
         while time.monotonic() < deadline and crashed < 2:
             for label, root in designs:
