@@ -2,7 +2,8 @@
 
 Run:   nice -n 10 .venv/bin/python benchmarks/ci_workflow_check.py                 (5 red + 5 green trials)
        nice -n 10 .venv/bin/python benchmarks/ci_workflow_check.py --ci gitlab     (the GitLab job's commands)
-Writes benchmarks/results/ci_workflow_check.json after every trial, so a partial run keeps its counts.
+Writes benchmarks/results/ci_workflow_check.json (``_gitlab.json`` for --ci gitlab) after every trial, so a
+partial run keeps its counts; the document names the commit measured and when.
 
 Each trial generates a fresh project (tests/ci_workflow_repo.py): one tfperf
 test, a pure-Python loop of N = 50,000 additions (about 1 ms a call), on
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,18 +57,32 @@ def verdict_line(output: str) -> str:
     return row.group(0).strip() if row else ""
 
 
+def _commit() -> str:
+    """The plugin's commit, so that a figure can be told stale once the rule changes after it."""
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5, help="trials of each kind (default 5)")
     parser.add_argument("--ci", choices=("github", "gitlab"), default="github")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: benchmarks/results/ci_workflow_check.json, or ..._gitlab.json for --ci gitlab")
     args = parser.parse_args(argv)
+    if args.out is None:  # one file per CI, so that running both never overwrites the other's trials
+        args.out = RESULTS if args.ci == "github" else RESULTS.with_name(RESULTS.stem + "_gitlab.json")
     commands = github_commands(load(GITHUB)) if args.ci == "github" else gitlab_commands(load(GITLAB))
     trials: list[dict[str, object]] = []
     document: dict[str, object] = {
         "what": "docs/ci workflow commands in generated pull requests: red = non-zero exit, green = zero exit",
         "ci": args.ci, "commands": commands, "base_n": BASE_N, "slower_factor": SLOWER,
         "settings": "plugin defaults (budget 2 s, tolerance 10%)", "trials": trials,
+        "commit": _commit(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     for index in range(2 * args.trials):
         kind = "slower" if index % 2 == 0 else "unchanged"
