@@ -125,11 +125,14 @@ KINDS = {"test_image_map": "pipeline", "test_spectrogram": "pipeline", "test_shu
          "test_train_on_batch": "keras", "test_fit": "keras", "test_tf_function_step": "step"}
 
 
-def make_trees(root: Path, plant: float) -> None:
+def make_trees(root: Path, plant: float, explain: bool = True) -> None:
+    # Without explanations a red session costs only its verdicts: a power run at a large plant, where every
+    # test goes red, would otherwise spend most of its time profiling (the verdicts are the same either way).
+    ini = "[pytest]\nfilterwarnings = ignore\n" + ("" if explain else "tfperf_explain = false\n")
     for tree, k in (("base", "1.0"), ("change", repr(1.0 / (1.0 + plant)) if plant else "1.0")):
         (root / tree).mkdir(parents=True, exist_ok=True)
         (root / tree / "test_user_suite.py").write_text(SUITE.replace("{k}", k))
-        (root / tree / "pytest.ini").write_text("[pytest]\nfilterwarnings = ignore\n")
+        (root / tree / "pytest.ini").write_text(ini)
 
 
 def pytest_run(cwd: Path, *args: str) -> tuple[float, int, str]:
@@ -227,6 +230,7 @@ def main() -> int:
     parser.add_argument("--plant", type=float, default=0.10, help="planted throughput loss (fraction)")
     parser.add_argument("--cost", type=int, default=5, help="plain/paired pairs for the cost ratio")
     parser.add_argument("--out", default=str(HERE / "results" / "paired_pipelines"))
+    parser.add_argument("--no-explain", action="store_true", help="tfperf_explain = false in both trees")
     parser.add_argument("--check", metavar="JSON", help="only print the stated-limit check of a results file")
     args = parser.parse_args()
     if args.check:
@@ -236,11 +240,11 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
     result: dict[str, Any] = {"commit": commit, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                              "plant": args.plant}
+                              "plant": args.plant, "explain": not args.no_explain}
     with tempfile.TemporaryDirectory(prefix="tfperf-paired-") as tmp:
         aa_root, planted_root = Path(tmp) / "aa", Path(tmp) / "planted"
-        make_trees(aa_root, 0.0)
-        make_trees(planted_root, args.plant)
+        make_trees(aa_root, 0.0, explain=not args.no_explain)
+        make_trees(planted_root, args.plant, explain=not args.no_explain)
         cost = []
         for i in range(args.cost):
             plain, _, _ = pytest_run(aa_root / "change")
