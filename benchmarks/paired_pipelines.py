@@ -178,6 +178,44 @@ def statement_check(sessions: list[dict[str, Any]], plant: float) -> dict[str, i
     return {"stated_at_most_the_plant": len(rows), "caught": sum(r["status"] == "regressed" for r in rows)}
 
 
+def half_point(rates: list[tuple[float, int, int]]) -> str:
+    """The smallest slowdown caught in half of the trials, from (slowdown, caught, verdicts) at each planted
+    size: linear between the two sizes around 50%, or a bound where every size lies on one side of it."""
+    points = sorted((size, caught / n) for size, caught, n in rates if n)
+    if not points:
+        return "-"
+    if points[0][1] >= 0.5:
+        return f"below {points[0][0]:.1%}"
+    for (s0, r0), (s1, r1) in zip(points, points[1:]):
+        if r1 >= 0.5:
+            return f"about {s0 + (0.5 - r0) / (r1 - r0) * (s1 - s0):.0%}"
+    return f"above {points[-1][0]:.1%}"
+
+
+def power_table(paths: list[str]) -> list[str]:
+    """Per workload kind and per test: the planted slowdowns caught at each size measured, and the smallest
+    slowdown caught in half of the trials (``--power``)."""
+    runs = []
+    for path in paths:
+        done = json.loads(Path(path).read_text())
+        runs.append((1.0 - 1.0 / (1.0 + done["plant"]), f"{Path(path).name} (commit {done.get('commit', '?')})",
+                     [r for sess in done.get("planted_sessions", []) for r in sess["rows"]]))
+    runs.sort(key=lambda run: run[0])
+    head = " | ".join(f"-{size:.1%} caught" for size, _, _ in runs)
+    lines = ["planted runs: " + ", ".join(f"-{size:.1%}: {source}" for size, source, _ in runs), "",
+             f"| kind or test | {head} | caught in half the trials |", "|---|" + "---|" * (len(runs) + 1)]
+    groups = [(kind, lambda r, k=kind: r["kind"] == k) for kind in sorted(set(KINDS.values()))]
+    groups += [(f"`{name}`", lambda r, n=name: r["test"] == n) for name in KINDS]
+    for label, wanted in groups:
+        rates = []
+        for size, _, rows in runs:
+            mine = [r for r in rows if wanted(r)]
+            rates.append((size, sum(r["status"] == "regressed" for r in mine), len(mine)))
+        cells = " | ".join(f"{c} of {n}" for _, c, n in rates)
+        lines.append(f"| {label} | {cells} | {half_point(rates)} |")
+    return lines
+
+
 def summarise(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     rows = [r for s in sessions for r in s["rows"]]
     by_kind: dict[str, Any] = {}
@@ -231,8 +269,13 @@ def main() -> int:
     parser.add_argument("--cost", type=int, default=5, help="plain/paired pairs for the cost ratio")
     parser.add_argument("--out", default=str(HERE / "results" / "paired_pipelines"))
     parser.add_argument("--no-explain", action="store_true", help="tfperf_explain = false in both trees")
+    parser.add_argument("--power", metavar="JSON", nargs="+",
+                        help="only print, from planted runs at several sizes, the slowdown caught half the time")
     parser.add_argument("--check", metavar="JSON", help="only print the stated-limit check of a results file")
     args = parser.parse_args()
+    if args.power:
+        print("\n".join(power_table(args.power)))
+        return 0
     if args.check:
         done = json.loads(Path(args.check).read_text())
         print(json.dumps(statement_check(done.get("planted_sessions", []), done["plant"])))
