@@ -178,10 +178,25 @@ def statement_check(sessions: list[dict[str, Any]], plant: float) -> dict[str, i
     return {"stated_at_most_the_plant": len(rows), "caught": sum(r["status"] == "regressed" for r in rows)}
 
 
+def monotone_rates(rates: list[tuple[float, int, int]]) -> list[tuple[float, float]]:
+    """Catch rates by planted size, made non-decreasing by pooling adjacent sizes that violate it (weighted by
+    their verdicts: pool-adjacent-violators). Runs at different sizes meet different spells of the machine, so
+    a larger slowdown can be caught less often by chance; a power curve cannot fall."""
+    blocks: list[list[float]] = []  # [first size, last size, caught, verdicts]
+    for size, caught, n in sorted(r for r in rates if r[2]):
+        blocks.append([size, size, caught, n])
+        while len(blocks) > 1 and blocks[-2][2] / blocks[-2][3] > blocks[-1][2] / blocks[-1][3]:
+            last = blocks.pop()
+            blocks[-1][1], blocks[-1][2], blocks[-1][3] = last[1], blocks[-1][2] + last[2], blocks[-1][3] + last[3]
+    sizes = sorted(r[0] for r in rates if r[2])
+    return [(size, next(b[2] / b[3] for b in blocks if b[0] <= size <= b[1])) for size in sizes]
+
+
 def half_point(rates: list[tuple[float, int, int]]) -> str:
     """The smallest slowdown caught in half of the trials, from (slowdown, caught, verdicts) at each planted
-    size: linear between the two sizes around 50%, or a bound where every size lies on one side of it."""
-    points = sorted((size, caught / n) for size, caught, n in rates if n)
+    size: on the monotone fit, linear between the two sizes around 50%, or a bound where every size lies on
+    one side of it."""
+    points = monotone_rates(rates)
     if not points:
         return "-"
     if points[0][1] >= 0.5:
@@ -203,7 +218,7 @@ def power_table(paths: list[str]) -> list[str]:
     runs.sort(key=lambda run: run[0])
     head = " | ".join(f"-{size:.1%} caught" for size, _, _ in runs)
     lines = ["planted runs: " + ", ".join(f"-{size:.1%}: {source}" for size, source, _ in runs), "",
-             f"| kind or test | {head} | caught in half the trials |", "|---|" + "---|" * (len(runs) + 1)]
+             f"| kind or test | {head} | caught in half the trials (monotone fit) |", "|---|" + "---|" * (len(runs) + 1)]
     groups = [(kind, lambda r, k=kind: r["kind"] == k) for kind in sorted(set(KINDS.values()))]
     groups += [(f"`{name}`", lambda r, n=name: r["test"] == n) for name in KINDS]
     for label, wanted in groups:
@@ -242,10 +257,12 @@ def write_results(result: dict[str, Any], args: argparse.Namespace, cost: list[d
     aa, pl = result["aa"], result["planted_summary"]
     lines = [f"# Paired gate on user-style tests (commit {result['commit']})", "",
              f"`.venv/bin/python benchmarks/paired_pipelines.py --aa {args.aa} --planted {args.planted} "
-             f"--plant {args.plant} --cost {args.cost}`, {result['started']} to {result['finished']}", "",
+             f"--plant {args.plant} --cost {args.cost}{' --no-explain' if args.no_explain else ''}`, "
+             f"{result['started']} to {result['finished']}", "",
              f"- A/A: {aa['regressed']} false alarms in {aa['verdicts']} verdicts ({aa['sessions']} sessions); "
              f"noisy {aa['noisy']} of {aa['verdicts']}",
-             f"- planted -{args.plant:.0%}: caught {pl['regressed']} of {pl['verdicts']} ({pl['sessions']} sessions)",
+             f"- planted {1 - 1 / (1 + args.plant):.1%} slower (declared items 1/{1 + args.plant:.4g}): "
+             f"caught {pl['regressed']} of {pl['verdicts']} ({pl['sessions']} sessions)",
              f"- verdicts whose stated limit was at most the planted {1 - 1 / (1 + args.plant):.1%}: "
              f"{result['statement']['stated_at_most_the_plant']}, caught {result['statement']['caught']}",
              f"- cost: paired / plain wall time, median of {len(cost)}: "

@@ -48,3 +48,11 @@ def test_the_table_counts_each_kind_and_test_at_each_size(tmp_path: Path) -> Non
     assert table["step"].endswith("| 1 of 1 | 1 of 1 | below 9.1% |")
     assert table["keras"].endswith("| 0 of 2 | 2 of 2 | about 15% |")
     assert table["`test_shuffled_augment`"].endswith("| 0 of 1 | 0 of 1 | above 20.0% |")
+
+
+def test_a_larger_slowdown_caught_less_often_by_chance_is_pooled_with_the_smaller_one() -> None:
+    module = paired_pipelines()
+    # 7 of 12 at 5%, 6 of 16 at 9.1%: pooled, 13 of 28 at both; then 16 of 20 at 15%
+    fitted = module.monotone_rates([(0.05, 7, 12), (0.091, 6, 16), (0.15, 16, 20)])
+    assert fitted == [(0.05, 13 / 28), (0.091, 13 / 28), (0.15, 0.8)]
+    assert module.half_point([(0.05, 7, 12), (0.091, 6, 16), (0.15, 16, 20)]) == "about 10%"
