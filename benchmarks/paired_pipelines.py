@@ -218,7 +218,8 @@ def power_table(paths: list[str]) -> list[str]:
     runs.sort(key=lambda run: run[0])
     head = " | ".join(f"-{size:.1%} caught" for size, _, _ in runs)
     lines = ["planted runs: " + ", ".join(f"-{size:.1%}: {source}" for size, source, _ in runs), "",
-             f"| kind or test | {head} | caught in half the trials (monotone fit) |", "|---|" + "---|" * (len(runs) + 1)]
+             f"| kind or test | {head} | caught in half the trials (monotone fit) |",
+             "|---|" + "---|" * (len(runs) + 1)]
     groups = [(kind, lambda r, k=kind: r["kind"] == k) for kind in sorted(set(KINDS.values()))]
     groups += [(f"`{name}`", lambda r, n=name: r["test"] == n) for name in KINDS]
     for label, wanted in groups:
