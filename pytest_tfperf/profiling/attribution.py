@@ -34,6 +34,7 @@ from dataclasses import replace
 
 from pytest_tfperf import stats
 from pytest_tfperf.profiling import noise
+from pytest_tfperf.profiling.names import is_optimizer_group
 from pytest_tfperf.profiling.noise import DEVICE_OP_KINDS, FAMILY_ALPHA, Factor, Prior, Test, group_test, holm
 from pytest_tfperf.profiling.parts import (
     CPU_FRAME, CPU_KINDS, DEVICE, HOST, PIPELINE_KINDS, SELF_FRAME, Attribution, Change,
@@ -136,10 +137,7 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     wait = next((c for c in critical if c.key == "wait:input"), wait)
     drift = math.fsum((scale - 1.0) * c.base * (rho if frame == CPU_FRAME and c.kind in CPU_KINDS else 1.0)
                       for c in critical)
-    # Largest first whatever its sign: the measured change is itself noisy, and ranking by its sign
-    # would put a small saving before a large growth when noise flipped it.
-    moved = sorted((c for c in critical if c.beyond_noise and not (input_drift and c.key == "wait:input")),
-                   key=lambda c: -abs(c.delta))
+    moved = _ranked([c for c in critical if c.beyond_noise and not (input_drift and c.key == "wait:input")])
     causes = tuple(moved[:limit])
     paced_by = _paced_by(wait, pipeline, changes) if wait is not None and wait.beyond_noise and not input_drift \
         else None
@@ -318,6 +316,35 @@ def _smallest_kept(profile: Profile, device: bool) -> float:
     if not any(profile.device_other):
         return 0.0
     return min((g.mean for g in profile.groups if g.on_device), default=0.0)
+
+
+def _ranked(moved: Sequence[Change]) -> list[Change]:
+    """The causes in the order they are listed (the first is the report's headline).
+
+    - The largest change beyond its own noise first (``|delta| - noise``: the part of the change its test is
+      sure of), whatever its sign: the measured change is itself noisy, and ranking by sign would put a small
+      saving before a large growth when noise flipped it; ranking by the bare change would put a group whose
+      change is mostly noise (an optimizer's update, bound by memory traffic, moves by tens of percent between
+      processes) before one measured to a few percent.
+    - An optimizer's update that grew right after the last layer that appeared or grew with it: the update reads
+      and writes every trainable weight, so a layer that adds weights makes it slower too, and named first it
+      reads as if the optimizer itself had changed (``wording._optimizer_line`` says so beside it).
+    """
+    order = sorted(moved, key=lambda c: -(abs(c.delta) - c.noise))
+
+    def grown_layer(c: Change) -> bool:
+        return c.kind == "layer" and c.how in ("appeared", "grew")
+
+    layers = [i for i, c in enumerate(order) if grown_layer(c) and not is_optimizer_group(c.key)]
+    if not layers:
+        return order
+    last = layers[-1]
+    trailing = [c for c in order[:last] if grown_layer(c) and is_optimizer_group(c.key)]
+    if not trailing:
+        return order
+    rest = [c for c in order if not any(c is t for t in trailing)]
+    at = rest.index(order[last]) + 1
+    return rest[:at] + trailing + rest[at:]
 
 
 def _own_first(moved: Sequence[Change], changes: Sequence[Change]) -> list[Change]:

@@ -45,6 +45,10 @@ _ASYNC_STAGE_PREFIXES = ("Prefetch", "Parallel", "MapAndBatch", "LegacyParallel"
 # An op run eagerly is one host event, ``EagerLocalExecute: RandomStandardNormal``, with no node name: its
 # kernel runs inside it (``ParallelFor`` and the like, which inherit it). Function calls and the iterator's
 # get-next (the consumer's wait, read apart) use the same wrapper and are not ops of their own.
+# Keras 3's optimizers, as their update's name scope reads in a profile (``layer:adam``). A renamed optimizer is
+# not recognised: it is then ranked and worded like any layer.
+OPTIMIZERS = frozenset({"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
+                        "lamb", "adafactor", "muon", "loss_scale_optimizer"})
 _EAGER_PREFIX = "EagerLocalExecute: "
 _EAGER_NOT_OPS = ("__", "IteratorGetNext", "PartitionedCall", "StatefulPartitionedCall")
 
@@ -127,3 +131,8 @@ def is_parallel_stage(event_name: str) -> bool:
 def is_tf_data_thread(line_name: str) -> bool:
     """tf.data's own threads (iterator and private thread pool), as opposed to the consumer's."""
     return line_name.startswith("tf_data")
+
+
+def is_optimizer_group(key: str) -> bool:
+    """A group key that is a Keras optimizer's update (``layer:adam``): its time grows with every trainable weight."""
+    return key.split(":", 1)[-1] in OPTIMIZERS

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pytest_tfperf.profiling.names import is_optimizer_group
 from pytest_tfperf.profiling.noise import RELEVANT_SHARE
 from pytest_tfperf.profiling.parts import (
     ADDS_UP_SHARE, CPU_FRAME, CPU_KINDS, DEVICE, DEVICE_OP_KINDS, HOST_OP_KINDS, Attribution, Change,
@@ -169,19 +170,14 @@ def _adds_up_line(att: Attribution, t: Callable[..., str]) -> str:
             f"{t(-off)} ({pct}; {within} the pass's own noise), so the parts explain the profiled pass only")
 
 
-# Keras 3's optimizers, as their update's name scope reads in a profile (``layer:adam``): what ``_optimizer_line``
-# recognises. A renamed optimizer is not recognised, and the line is only left out then.
-OPTIMIZERS = frozenset({"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
-                        "lamb", "adafactor", "muon", "loss_scale_optimizer"})
-
-
 def _optimizer_line(att: Attribution) -> str | None:
     """Why an optimizer grew beside a layer that appeared or grew: its update reads and writes every trainable
-    weight each step, so a layer a change adds or widens makes it slower by the new weights' share. Named first,
-    as it can be where a head of millions of weights was added (held-out sets 3 and 4), it reads as if the
-    optimizer itself had changed; the line says which layer its growth more likely comes with."""
+    weight each step, so a layer a change adds or widens makes it slower by the new weights' share. Listed bare
+    (held-out sets 3 and 4 named it first where a head of millions of weights was added), it reads as if the
+    optimizer itself had changed; the line says which layer its growth more likely comes with (and the ranking,
+    ``attribution._ranked``, lists it after that layer)."""
     grown = [c for c in att.causes if c.kind == "layer" and c.how in ("appeared", "grew")]
-    optimizer = next((c for c in grown if c.key.split(":", 1)[-1] in OPTIMIZERS), None)
+    optimizer = next((c for c in grown if is_optimizer_group(c.key)), None)
     layers = [_leaf(c.key) for c in grown if c is not optimizer]
     if optimizer is None or not layers:
         return None

@@ -727,3 +727,37 @@ def test_an_optimizer_that_grew_beside_a_new_layer_is_read_with_that_layer() -> 
     att = attribute(base, alone, 4.0 * MS)
     assert [c.key for c in att.causes] == ["layer:adam"]
     assert not any("is the optimizer" in line for line in explanation_lines(att))
+
+
+# Layers a change leaves alone: the common factor is read from them.
+UNTOUCHED = tuple(group(f"layer:m/u{i}", tuple(v * (1 + i / 20) for v in STEADY)) for i in range(5))
+
+
+def test_an_optimizer_that_grew_more_than_the_new_layer_is_listed_after_it() -> None:
+    """Adam's update grew by more than the head that added the weights (held-out sets 3 and 4 named it first): it
+    is listed right after that layer, above a layer that moved less; grown alone, it stays first."""
+    base = profile(*UNTOUCHED, group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+                   group("layer:adam", (4.0, 4.05, 3.95, 4.0, 4.0)))
+    current = profile(*UNTOUCHED, group("layer:m/conv", (3.0, 3.05, 2.95, 3.0, 3.0)),
+                      group("layer:adam", (12.0, 12.05, 11.95, 12.0, 12.0)),
+                      group("layer:m/planted_head", (3.8, 3.9, 3.7, 3.8, 3.8)), wall=(70, 70.1, 69.9, 70.2, 69.8))
+    att = attribute(base, current, 9.8 * MS)
+    assert [c.key for c in att.causes] == ["layer:m/planted_head", "layer:adam", "layer:m/conv"]
+    alone = profile(*UNTOUCHED, group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)),
+                    group("layer:adam", (12.0, 12.05, 11.95, 12.0, 12.0)), wall=(68, 68.1, 67.9, 68.2, 67.8))
+    assert [c.key for c in attribute(base, alone, 8.0 * MS).causes] == ["layer:adam"]
+
+
+def test_a_change_measured_closely_ranks_before_a_slightly_larger_one_that_is_mostly_noise() -> None:
+    """The order is by the part of each change its test is sure of (the change less the noise it had to beat),
+    not by the bare change: a group that moves by tens of percent between windows ranks after one that moved a
+    little less but steadily."""
+    wild = (6.0, 10.0, 2.0, 9.0, 3.0)
+    base = profile(*UNTOUCHED, group("layer:m/wild", wild),
+                   group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)))
+    current = profile(*UNTOUCHED, group("layer:m/wild", tuple(v + 8.0 for v in wild)),
+                      group("layer:m/conv", (12.0, 12.05, 11.95, 12.0, 12.0)), wall=(75, 75.1, 74.9, 75.2, 74.8))
+    att = attribute(base, current, 15.0 * MS)
+    wild_change, conv_change = (next(c for c in att.causes if c.key == k) for k in ("layer:m/wild", "layer:m/conv"))
+    assert wild_change.delta > conv_change.delta and wild_change.noise > conv_change.noise
+    assert [c.key for c in att.causes] == ["layer:m/conv", "layer:m/wild"]
