@@ -95,17 +95,18 @@ def main() -> int:
     lines = ["# Turns against the duet design (`benchmarks/paired_duet.py`)", "",
              f"Commit {commit}, {started}; sessions alternate between the designs.", "",
              "| design | A/A verdicts | false alarms | noisy | median stated limit | planted -10% caught "
-             "| median wall (A/A session) |", "|---|---|---|---|---|---|---|"]
+             "| median wall (A/A session; planted where none) |", "|---|---|---|---|---|---|---|"]
     for design in ("turns", "duet"):
         aa, pl = result[f"{design}_aa"], result[f"{design}_planted"]
+        label = "aa" if args.sessions else "planted"  # a planted-only run states the planted verdicts' limits
         limits = [r["mde"] for s in result[f"{design}_sessions"] for r in s["rows"]
-                  if s["label"] == "aa" and r["mde"] not in (None, float("inf"))]
+                  if s["label"] == label and r["mde"] not in (None, float("inf"))]
         lines.append(f"| {design} | {aa['verdicts']} | {aa['regressed']} | {aa['noisy']} | "
                      f"{statistics.median(limits):.1%} | {pl['regressed']} of {pl['verdicts']} | "
-                     f"{aa['median_wall_s']:.0f} s |" if limits else f"| {design} | no verdicts |")
-    lines += ["", "Per kind (A/A): median stated limit", ""]
+                     f"{aa['median_wall_s'] or pl['median_wall_s']:.0f} s |" if limits else f"| {design} | no verdicts |")
+    lines += ["", f"Per kind ({'A/A' if args.sessions else 'planted'}): median stated limit", ""]
     for design in ("turns", "duet"):
-        kinds = result[f"{design}_aa"]["by_kind"]
+        kinds = result[f"{design}_aa" if args.sessions else f"{design}_planted"]["by_kind"]
         lines.append(f"- {design}: " + ", ".join(
             f"{k} {v['median_stated_limit']:.1%} ({v['noisy']} of {v['verdicts']} noisy)"
             for k, v in kinds.items() if v["median_stated_limit"] is not None))
