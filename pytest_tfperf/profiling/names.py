@@ -45,12 +45,12 @@ _ASYNC_STAGE_PREFIXES = ("Prefetch", "Parallel", "MapAndBatch", "LegacyParallel"
 # An op run eagerly is one host event, ``EagerLocalExecute: RandomStandardNormal``, with no node name: its
 # kernel runs inside it (``ParallelFor`` and the like, which inherit it). Function calls and the iterator's
 # get-next (the consumer's wait, read apart) use the same wrapper and are not ops of their own.
+_EAGER_PREFIX = "EagerLocalExecute: "
+_EAGER_NOT_OPS = ("__", "IteratorGetNext", "PartitionedCall", "StatefulPartitionedCall")
 # Keras 3's optimizers, as their update's name scope reads in a profile (``layer:adam``). A renamed optimizer is
 # not recognised: it is then ranked and worded like any layer.
 OPTIMIZERS = frozenset({"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl", "lion",
                         "lamb", "adafactor", "muon", "loss_scale_optimizer"})
-_EAGER_PREFIX = "EagerLocalExecute: "
-_EAGER_NOT_OPS = ("__", "IteratorGetNext", "PartitionedCall", "StatefulPartitionedCall")
 
 
 def parse_op(event_name: str) -> tuple[str, str] | None:
