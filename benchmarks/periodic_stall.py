@@ -13,8 +13,8 @@ stored gate read the median the same way):
   workaround the docs give: make one iteration cover the period of the cost (an epoch, a logging
   interval, the batches between two file reads).
 
-For each, the plugin's verdict and, measured apart from it over the same JSON samples, the time per item
-at the mean: what a user's epoch takes. Writes ``benchmarks/results/periodic_stall.{json,md}``.
+For each, the plugin's verdict and, from the same run's JSON (each round's items over its summed time, the
+median round), the time per item at the mean: what a user's epoch takes. Writes ``benchmarks/results/periodic_stall.{json,md}``.
 """
 
 from __future__ import annotations
