@@ -875,6 +875,34 @@ def model_module(case: str, planted: bool) -> str:
     return HEADER.format(planted=planted) + ALL[case][1]
 
 
+# With ``--keep-profiles``: a conftest (untracked, so the partner's tree of HEAD~1 lacks it) that writes what
+# each explanation was computed from (both sides' compact profiles, the replicate pairs and the measured change)
+# before the explanation is made, for rules tried offline on development data; the plugin is not changed.
+KEEP_CONFTEST = '''
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest_tfperf.explain.explanation as _explanation
+
+_explain = _explanation.explain
+
+
+def _kept(base, current, measured_s, why_not, cost=(), pointer=None, replicates=()):
+    if base is not None and current is not None:
+        folder = Path(os.environ["TFPERF_KEEP_PROFILES"])
+        folder.mkdir(parents=True, exist_ok=True)
+        doc = {"measured": measured_s, "base": base.to_dict(), "current": current.to_dict(),
+               "replicates": [[b.to_dict(), c.to_dict()] for b, c in replicates]}
+        (folder / f"attribution-{time.time_ns()}.json").write_text(json.dumps(doc))
+    return _explain(base, current, measured_s, why_not, cost, pointer, replicates)
+
+
+_explanation.explain = _kept
+'''
+
+
 def make_repo(repo: Path, case: str) -> None:
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
@@ -888,11 +916,14 @@ def make_repo(repo: Path, case: str) -> None:
     git(repo, "commit", "-qam", f"B: {case}")
 
 
-def session(repo: Path, case: str, index: int) -> dict[str, Any]:
+def session(repo: Path, case: str, index: int, keep: Path | None = None) -> dict[str, Any]:
     out = repo / f"results-{index}.json"
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", "--tfperf-against=HEAD~1",
                "--tfperf-json", str(out), "-q"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if keep is not None:
+        (repo / "conftest.py").write_text(KEEP_CONFTEST)
+        env["TFPERF_KEEP_PROFILES"] = str(keep / case / str(index))
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=1500)
     wall = time.perf_counter() - started
@@ -991,6 +1022,9 @@ def main() -> int:
                              "heldout6: eight written after 9fb03c8, before any run of them")
     parser.add_argument("--cases", nargs="*", choices=list(ALL), help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_models_against")
+    parser.add_argument("--keep-profiles", type=Path, metavar="DIR",
+                        help="write what each explanation was computed from under DIR/<case>/<session>/ (for rules "
+                             "tried offline: development data, never a held-out figure)")
     parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(ALL),
                         help="only time these cases' two steps in one process, taking turns, without the plugin")
     args = parser.parse_args()
@@ -1011,7 +1045,7 @@ def main() -> int:
             repo = Path(tmp) / case
             make_repo(repo, case)
             for i in range(args.sessions):
-                r = session(repo, case, i)
+                r = session(repo, case, i, args.keep_profiles)
                 runs.append(r)
                 print(f"{case} {i}: rc {r['returncode']} {r['verdict'][:90]!r} first {r['named_first']!r} "
                       f"planted {r['planted_first']} {r['wall_s']} s load {r['load']}", flush=True)
