@@ -89,6 +89,9 @@ class Test:
     # possible, so its test is one-sided in that direction.
     sides: int = 2
     tested: bool = True  # False: too small to matter, left out of the family (``RELEVANT_SHARE``)
+    # Tested across pairs of processes (``replicate_tests``): the change those pairs read, in seconds at this
+    # pair's level, which is what ``shrunk`` and ``se`` test (``delta`` stays this pair's, the additive part).
+    across: float | None = None
 
     @property
     def p(self) -> float:

@@ -64,6 +64,15 @@ class Change:
     p: float = 1.0
     wall: float | None = None  # its part of the step's wall time per iteration (None: not on the additive path)
     below_cutoff: bool = False  # absent from one side's top groups while that side left groups out: it may be there
+    # Tested across pairs of processes: the change they read, seconds per iteration at this pair's level. ``noise``
+    # is that test's; ``delta`` stays the first pair's own change, the additive part.
+    across: float | None = None
+    se: float = 0.0  # the standard error of the change its test judged (``tested``), seconds per iteration
+
+    @property
+    def tested(self) -> float:
+        """The change its test judged (``across`` where it was tested across pairs of processes)."""
+        return self.across if self.across is not None else self.delta
 
     @property
     def beyond_noise(self) -> bool:
@@ -116,6 +125,10 @@ class Attribution:
     step: float = 0.0  # the baseline's wall time per iteration in the profiled pass (what "% of the step" reads)
     profiled_moved: bool = False  # the profiled pass's wall change beyond chance (or every window separated)
     pairs: int = 1  # pairs of processes the op groups were tested across (``attribute``'s ``replicates``)
+    # With nothing on the step's path beyond its noise while the step moved: the groups whose change went the
+    # measured change's way by more than one standard error, most likely first (``attribution._leads``). Not
+    # causes: none passed its test.
+    leads: tuple[Change, ...] = ()
 
     @property
     def unlisted_delta(self) -> float:

@@ -34,6 +34,8 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
             out.update(own_delta_ms=ms(c.delta), own_noise_ms=ms(c.noise), own_unit="cpu")
         if c.below_cutoff:
             out["below_cutoff"] = True
+        if c.across is not None:
+            out["across_pairs_ms"] = ms(c.across * abs(ratio))  # in the step's wall time, as delta_ms
         if c.kind == "stage":
             out.update(base_parallel=c.base_parallel, current_parallel=c.current_parallel,
                        base_ms_per_element=None if c.base_per_element is None else ms(c.base_per_element),
@@ -47,6 +49,7 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
         "common_factor": round(att.scale, 4), "common_factor_ms": ms(att.drift),
         "input_factor": round(att.input_factor, 4), "input_factor_ms": ms(att.input_drift),
         "causes": [change(c) for c in att.causes], "unlisted": [change(c) for c in att.unlisted],
+        "leads": [change(c) for c in att.leads],
         "remainder_ms": ms(att.remainder), "within_noise": att.within_noise,
         "remainder_parts_ms": {"within_noise_groups": ms(att.within_noise_delta), "outside_ops": ms(att.outside),
                                "untraced_cpu": ms(att.untraced), "idle": ms(att.idle),
@@ -98,13 +101,17 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
             lines.append(f"  no op or stage moved beyond its noise apart from the factor every group moved by (below): "
                          f"none moved by more than {seen} by itself ({att.within_noise} groups compared)")
         elif att.profiled_moved:
+            why = "" if att.leads else (", so the change is spread thinly over many groups or lies outside the "
+                                        "traced ops")
             lines.append(f"  the profiled pass moved, but no op or stage moved beyond its noise: none moved by more "
-                         f"than {seen} ({att.within_noise} groups compared), so the change is spread thinly over "
-                         "many groups or lies outside the traced ops")
+                         f"than {seen} ({att.within_noise} groups compared){why}")
         else:
             lines.append(f"  no op or stage moved beyond its noise, nor did the profiled pass ({att.within_noise} "
                          f"groups compared; a move of {seen} in any of them would have been seen; groups under "
                          f"{RELEVANT_SHARE:.1%} of the step are not tested)")
+        if att.leads:
+            lines.append("  most likely where, none beyond its noise by itself (each needed the ± beside it): "
+                         + ", ".join(_lead(c, att, t) for c in att.leads))
     elif not att.causes:
         lines.append(f"  nothing on the step's own path (its ops, the consumer's wait) moved beyond its noise "
                      f"(a move of {seen} would have been seen)")
@@ -153,6 +160,11 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     return lines
 
 
+def _lead(change: Change, att: Attribution, t: Callable[..., str]) -> str:
+    where = f" across the {att.pairs} pairs" if change.across is not None and att.pairs > 1 else ""
+    return f"{_describe(change)} {change.how} {t(change.tested)} ±{t(change.noise, sign=False)}{where}"
+
+
 def _seen(att: Attribution, t: Callable[..., str]) -> str:
     share = f", {100 * att.detectable / att.step:.0f}% of the step" if att.step > 0 else ""
     return f"{t(att.detectable, sign=False)}{share}"
@@ -196,8 +208,17 @@ def _cause(change: Change, att: Attribution, t: Callable[..., str]) -> str:
     how = change.how
     cut = " (below a side's top groups there, so part of it may have been in that side's other groups)" \
         if change.below_cutoff else ""
+    cpu = att.frame == CPU_FRAME and change.kind in CPU_KINDS and change.wall is not None
+    if change.across is not None and att.pairs > 1:
+        # the test's change and its noise side by side; the first pair's own change is the additive part
+        head = (f"{_describe(change)} {how} {t(change.across)} ±{t(change.noise, sign=False)} across the "
+                f"{att.pairs} pairs of processes{cut}; in the first pair {t(change.delta)}")
+        if cpu:
+            return (f"{head} of CPU time, {t(change.wall)} of the step's wall time at "  # type: ignore[arg-type]
+                    f"{att.busy_threads[1]:.2f} threads busy")
+        return head
     head = f"{_describe(change)} {how} {t(change.delta)} ±{t(change.noise, sign=False)}{cut}"
-    if att.frame == CPU_FRAME and change.kind in CPU_KINDS and change.wall is not None:
+    if cpu:
         return (f"{head} of CPU time: {t(change.wall)} of the step's wall time at "
                 f"{att.busy_threads[1]:.2f} threads busy")
     return head
