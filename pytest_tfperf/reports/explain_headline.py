@@ -13,7 +13,8 @@ In order:
 3. the top cause on the step's path;
 4. nothing on the step's path, but tf.data stages moved: the one whose own change is largest;
 5. on a GPU, the other path's groups (not on the step's path);
-6. the explanation's own "nothing moved" line.
+6. nothing beyond its noise: the most likely group (``leads``), said as such;
+7. the explanation's own "nothing moved" line.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def headline(data: Mapping[str, Any] | None) -> str:
     off_path = [c for c in data.get("off_path") or [] if isinstance(c, Mapping)]
     if off_path:
         return f"{_change(off_path[0])} (not on the step's path)"
+    leads = [c for c in data.get("leads") or [] if isinstance(c, Mapping)]
+    if leads:
+        lead = leads[0]
+        moved = _ms(lead.get("across_pairs_ms", lead.get("delta_ms")))
+        return (f"most likely {_stage(lead)} {lead.get('how', 'moved')} {moved}/iteration, though no op or stage "
+                f"moved beyond its noise by itself (±{_ms(lead.get('noise_ms'))[1:]} needed)")
     said = next((line.strip() for line in lines[1:] if line.strip().startswith(("no op", "nothing"))), "")
     return said or NOTHING
 
