@@ -85,8 +85,37 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
         return clock_too_coarse(), False
     # log(current throughput / baseline throughput), round by round
     logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in pairs]
-    return _judge_paired_log_ratios(logs, baseline.throughput_per_s, current.throughput_per_s, tol,
-                                    pairs_are="interleaved rounds", more="measure with more rounds", against=against)
+    verdict, borderline = _judge_paired_log_ratios(logs, baseline.throughput_per_s, current.throughput_per_s, tol,
+                                                   pairs_are="interleaved rounds", more="measure with more rounds",
+                                                   against=against)
+    if verdict.status is not Status.REGRESSED:
+        note = periodic_cost(current, baseline, tol)
+        if note:
+            verdict = dataclasses.replace(verdict, message=verdict.message + note)
+    return verdict, borderline
+
+
+# A cost paid on fewer than half of the iterations (every eighth call, an epoch's end) leaves the median iteration,
+# which the verdict compares, where it was. Each round's mean time per item sees it; told at this level (one test,
+# one-sided), so that unchanged code, whose rare slow iterations fall on both sides alike, hears it at most this
+# often. A notice only: the verdict and its error rates stay those of the median (measured, docs/evidence).
+PERIODIC_ALPHA = 0.001
+
+
+def periodic_cost(current: Timings, baseline: Timings, tol: Tolerances) -> str:
+    """A notice when each round's mean time per item is slower beyond chance and beyond the decision threshold
+    though the verdict (the median iteration) did not fail; "" otherwise."""
+    means = [(stats.mean(b), stats.mean(c)) for b, c in zip(baseline.rounds, current.rounds) if b and c]
+    if len(means) < MIN_PAIRS or any(b <= 0 or c <= 0 for b, c in means):
+        return ""
+    logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in means]
+    e = paired_estimate(logs, PERIODIC_ALPHA)
+    if e.p_slower > PERIODIC_ALPHA or e.high >= 0.0 or -e.change <= tol.throughput_decision_threshold:
+        return ""
+    return (f"; but the mean time per item is {-e.change:.1%} slower ({len(logs)} interleaved rounds, p = "
+            f"{e.p_slower:.2g}): a cost on a few iterations only (every few calls, an epoch's end), which the median "
+            "iteration this verdict compares does not see; not judged: make one iteration cover the cost's period "
+            "(items=) to judge it")
 
 
 def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value: float, tol: Tolerances, *,

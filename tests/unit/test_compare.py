@@ -525,3 +525,33 @@ def test_the_against_limit_is_caught_as_often_as_it_says_by_the_whole_procedure(
         assert caught(threshold + (limit - threshold) / 2, se, df) < 0.95 - slack
     assert against_detectable_slowdown(0.01, 15.0, tol) < against_detectable_slowdown(0.02, 15.0, tol)
     assert math.isinf(against_detectable_slowdown(math.inf, 15.0, tol))
+
+
+def periodic(seed: int, *, stall: float, every: int = 8, rounds: int = 20, per_round: int = 64) -> Measurement:
+    """1 ms iterations (3% noise), every ``every``-th one ``stall`` ms longer: the median iteration never moves."""
+    rng = random.Random(seed)
+    samples = [int(1e6 * rng.lognormvariate(0.0, 0.03) + (stall * 1e6 if i % every == every - 1 else 0.0))
+               for _ in range(rounds) for i in range(per_round)]
+    return Measurement(test_id=TEST_ID, mode="call", timings=Timings(tuple(samples), (per_round,) * rounds, 1.0, 50_000_000),
+                       memory=(), traces_first_call=1, traces_steady=0, environment_id="env1")
+
+
+def test_a_cost_on_every_eighth_iteration_is_told_beside_a_verdict_that_cannot_see_it() -> None:
+    """4 ms more on every eighth 1 ms iteration is 1.5x the time per item, and leaves the median iteration where
+    it was: the verdict (the median's) stays unchanged, and its message says the mean time per item is slower."""
+    verdict = judge_paired(periodic(1, stall=4.0), periodic(2, stall=0.0), Tolerances())
+    throughput = verdict.metric("throughput")
+    assert throughput is not None and throughput.status is not Status.REGRESSED
+    assert re.search(r"; but the mean time per item is 3\d\.\d% slower \(20 interleaved rounds, p = ", throughput.message)
+    assert "not judged: make one iteration cover the cost's period (items=) to judge it" in throughput.message
+
+
+def test_unchanged_code_with_rare_slow_iterations_on_both_sides_gets_no_such_notice() -> None:
+    notices = 0
+    for seed in range(200):
+        verdict = judge_paired(periodic(2 * seed, stall=4.0, every=50), periodic(2 * seed + 1, stall=4.0, every=50),
+                               Tolerances())
+        throughput = verdict.metric("throughput")
+        assert throughput is not None
+        notices += "mean time per item" in throughput.message
+    assert notices == 0
