@@ -1276,7 +1276,8 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     report = {"commit": commit, "started": started, "cores": os.cpu_count(), "runs": runs,
               "command": f"PYTHONPATH=$PWD .venv/bin/python benchmarks/explain_models_against.py --sessions "
-                         f"{args.sessions} --set {args.set}" + (f" --cases {' '.join(args.cases)}" if args.cases else "")}
+                         f"{args.sessions} --set {args.set}" + (f" --cases {' '.join(args.cases)}" if args.cases else "")
+                         + (f" --keep-profiles {args.keep_profiles}" if args.keep_profiles else "")}
     with tempfile.TemporaryDirectory(prefix="tfperf-model-against-") as tmp:
         for case in args.cases or list({"first": CASES, "heldout2": HELDOUT2, "heldout3": HELDOUT3,
                                          "heldout4": HELDOUT4, "heldout5": HELDOUT5,

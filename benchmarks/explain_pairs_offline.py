@@ -56,7 +56,9 @@ def judge(att: Any, planted: Any) -> dict[str, Any]:
     ranked = ([att.paced_by] if att.paced_by else []) + list(att.causes) + list(att.pipeline)
     return {"top": top.key if top else None, "planted_first": bool(top and planted(top.key)),
             "planted_top3": any(planted(c.key) for c in ranked[:3]), "nothing_moved": att.nothing_moved,
-            "causes": [c.key for c in att.causes], "adds_up": att.adds_up}
+            "causes": [c.key for c in att.causes], "adds_up": att.adds_up,
+            "lead": att.leads[0].key if getattr(att, "leads", ()) else None,
+            "lead_planted": bool(att.nothing_moved and getattr(att, "leads", ()) and planted(att.leads[0].key))}
 
 
 def main() -> None:
@@ -98,7 +100,9 @@ def main() -> None:
         summary[rule] = {"regressions": len(reg), "planted_first": sum(x["planted_first"] for x in reg),
                          "planted_top3": sum(x["planted_top3"] for x in reg),
                          "nothing_moved": sum(x["nothing_moved"] for x in reg),
-                         "aa": len(aa), "aa_blamed": sum(not x["nothing_moved"] for x in aa)}
+                         "aa": len(aa), "aa_blamed": sum(not x["nothing_moved"] for x in aa),
+                         "nothing_moved_lead_planted": sum(x.get("lead_planted", False) for x in reg),
+                         "aa_with_lead": sum(x.get("lead") is not None for x in aa)}
     per_case: dict[str, dict[str, Any]] = {}
     for r in rows:
         c = per_case.setdefault(f"{r['case']} ({r['kind']})", {"n": 0, "one": 0, "across": 0})
@@ -116,8 +120,9 @@ def main() -> None:
              f"`{command}` on the profiles kept by {len(args.dirs)} runs of `benchmarks/explain_heldout.py`", ""]
     for rule, s in summary.items():
         lines.append(f"- **{rule}**: planted first {s['planted_first']} of {s['regressions']}, top 3 "
-                     f"{s['planted_top3']}, nothing moved {s['nothing_moved']}; A/A blamed {s['aa_blamed']} of "
-                     f"{s['aa']}")
+                     f"{s['planted_top3']}, nothing moved {s['nothing_moved']} (the planted group the lead in "
+                     f"{s['nothing_moved_lead_planted']}); A/A blamed {s['aa_blamed']} of {s['aa']}, a lead given in "
+                     f"{s['aa_with_lead']}")
     lines += ["", "| case | trials | one pair | three pairs |", "|---|---|---|---|"]
     lines += [f"| {k} | {v['n']} | {v['one']} | {v['across']} |" for k, v in sorted(per_case.items())]
     lines += ["", "(regression rows count the planted group named first; A/A rows count trials with anything blamed)"]
