@@ -1220,13 +1220,30 @@ def plain(cases: list[str], out: Path, turns: int = 4, seconds: float = 2.0) -> 
     return md
 
 
+LEAD_LINE = "most likely where, none beyond its noise by itself (each needed the ± beside it): "
+
+
+def lead_of(lines: list[str]) -> str | None:
+    """The first lead an explanation gave when no group passed its test (``Attribution.leads``, its label as
+    printed), or None: read from the lines, so that results written before the field existed are read alike."""
+    line = next((ln.strip() for ln in lines if ln.strip().startswith(LEAD_LINE)), None)
+    if line is None:
+        return None
+    first = line[len(LEAD_LINE):].split(", ")[0]
+    return re.split(r" (?:grew|shrank|appeared|vanished) ", first)[0]
+
+
 def write(report: dict[str, Any], out: Path) -> list[str]:
     runs = report["runs"]
     red = [r for r in runs if r["red"]]
+    for r in runs:  # the lead, judged as the named-first group is (the case's judge, on the printed label)
+        r["lead"] = lead_of(r.get("lines") or []) if r["nothing_moved"] else None
+        r["lead_planted"] = bool(r["lead"] and ALL[r["case"]][2](r["lead"]))
     report["summary"] = {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
                          "planted_first": sum(r["planted_first"] for r in red),
                          "planted_in_top3": sum(r["planted_in_top3"] for r in red),
                          "nothing_moved": sum(r["nothing_moved"] for r in red),
+                         "nothing_moved_lead_planted": sum(r["lead_planted"] for r in red),
                          "unplanted_causes": sum(len(r["unplanted_causes"]) for r in red)}
     Path(str(out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
     s = report["summary"]
@@ -1234,13 +1251,15 @@ def write(report: dict[str, Any], out: Path) -> list[str]:
           f"`{report['command']}`, {report['started']} to {report['finished']}, {report['cores']} CPUs", "",
           f"- red verdicts: {s['red']} of {s['sessions']} sessions; explained {s['explained']}; the planted group "
           f"named first {s['planted_first']} of {s['red']}, in the top 3 {s['planted_in_top3']}; \"nothing moved\" "
-          f"{s['nothing_moved']}; causes named that the plant did not touch: {s['unplanted_causes']}", "",
-          "| case | session | verdict | named first | planted first | other causes | load |",
-          "|---|---|---|---|---|---|---|"]
+          f"{s['nothing_moved']} (the planted group the first lead in {s['nothing_moved_lead_planted']}); causes "
+          f"named that the plant did not touch: {s['unplanted_causes']}", "",
+          "| case | session | verdict | named first | planted first | lead (nothing moved) | other causes | load |",
+          "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         verdict = re.sub(r"\s+", " ", r["verdict"])[:80].replace("|", "/")
         md.append(f"| {r['case']} | {r['session']} | {verdict or ('rc ' + str(r['returncode']))} | "
-                  f"`{r['named_first']}` | {r['planted_first']} | {', '.join(r['unplanted_causes']) or '-'} | "
+                  f"`{r['named_first']}` | {r['planted_first']} | {r['lead'] or '-'} | "
+                  f"{', '.join(r['unplanted_causes']) or '-'} | "
                   f"{r['load']} |")
     Path(str(out) + ".md").write_text("\n".join(md) + "\n")
     return md
@@ -1264,9 +1283,14 @@ def main() -> int:
     parser.add_argument("--keep-profiles", type=Path, metavar="DIR",
                         help="write what each explanation was computed from under DIR/<case>/<session>/ (for rules "
                              "tried offline: development data, never a held-out figure)")
+    parser.add_argument("--rewrite", type=Path, metavar="JSON",
+                        help="only rewrite a results file's summary and table (the lead read from its lines)")
     parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(ALL),
                         help="only time these cases' two steps in one process, taking turns, without the plugin")
     args = parser.parse_args()
+    if args.rewrite:
+        print("\n".join(write(json.loads(args.rewrite.read_text()), Path(str(args.rewrite)[:-len(".json")]))))
+        return 0
     if args.plain:
         print("\n".join(plain(args.plain, Path(str(args.out) + "_plain"))))
         return 0
