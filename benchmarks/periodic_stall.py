@@ -11,10 +11,12 @@ stored gate read the median the same way):
   call (1.5x the time per item on average);
 * ``per period``: the same two steps, one ``tfperf`` iteration being eight calls (``items=8``), the
   workaround the docs give: make one iteration cover the period of the cost (an epoch, a logging
-  interval, the batches between two file reads).
+  interval, the batches between two file reads);
+* ``against``: the per-call cost added by a repository's last commit, judged by ``--tfperf-against=HEAD~1``.
 
-For each, the plugin's verdict and, from the same run's JSON (each round's items over its summed time, the
-median round), the time per item at the mean: what a user's epoch takes. Writes ``benchmarks/results/periodic_stall.{json,md}``.
+For each, the plugin's verdict (with the paired gates' notice of a cost on a few iterations) and, from the
+same run's JSON (each round's items over its summed time, the median round), the time per item at the mean:
+what a user's epoch takes. Writes ``benchmarks/results/periodic_stall.{json,md}``.
 """
 
 from __future__ import annotations
@@ -85,6 +87,62 @@ def run_once(tmp: Path, index: int) -> list[dict[str, Any]]:
     return rows
 
 
+AGAINST = '''
+import time
+
+STALL = {stall}
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+n = [0]
+
+
+def step():
+    n[0] += 1
+    spin(0.001)
+    if STALL and n[0] % 8 == 0:
+        spin(0.004)
+
+
+def test_per_call(tfperf):
+    tfperf(step)
+'''
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", *args], cwd=cwd,
+                   check=True, capture_output=True)
+
+
+def run_against(tmp: Path, index: int) -> dict[str, Any]:
+    """The same cost under ``--tfperf-against``: a repository whose last commit adds it, judged beside its parent."""
+    repo = tmp / "repo"
+    if not repo.exists():
+        repo.mkdir()
+        git(repo, "init", "-q")
+        (repo / "pytest.ini").write_text("[pytest]\n")
+        (repo / ".gitignore").write_text(".tfperf/\n*.json\n")
+        (repo / "test_stall.py").write_text(AGAINST.format(stall=False))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "main")
+        (repo / "test_stall.py").write_text(AGAINST.format(stall=True))
+        git(repo, "commit", "-qam", "pr: 4 ms more every eighth call")
+    out = tmp / f"against-{index}.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--tfperf", "-p", "no:cacheprovider", "-q",
+                           "--tfperf-against=HEAD~1", "--tfperf-json", str(out)], cwd=repo, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900)
+    test = json.loads(out.read_text())["tests"]["test_stall.py::test_per_call"]
+    verdict = _throughput(test)
+    return {"layout": "against", "run": index, "exit": proc.returncode, "pr_status": verdict.get("status"),
+            "median_change": verdict.get("relative_change"), "mean_time_ratio": None,
+            "message": verdict.get("message")}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -100,15 +158,19 @@ def main() -> int:
         (tmp / "pytest.ini").write_text("[pytest]\n")
         for i in range(args.repeats):
             rows += run_once(tmp, i)
+            rows.append(run_against(tmp, i))
     Path(str(args.out) + ".json").write_text(json.dumps({"commit": commit, "started": started, "rows": rows},
                                                         indent=1) + "\n")
     md = [f"# A cost every eighth call (commit {commit}, {started})", "",
           "`.venv/bin/python benchmarks/periodic_stall.py`", "",
           "| layout | run | the plugin's verdict on `pr` | its throughput change (median) | time per item, mean, "
-          "pr/main |", "|---|---|---|---|---|"]
+          "pr/main | the notice of a cost on a few iterations |", "|---|---|---|---|---|---|"]
     for r in rows:
         change = f"{100 * r['median_change']:+.1f}%" if isinstance(r["median_change"], float) else "-"
-        md.append(f"| {r['layout']} | {r['run']} | {r['pr_status']} | {change} | {r['mean_time_ratio']:.2f} |")
+        ratio = "-" if r["mean_time_ratio"] is None else f"{r['mean_time_ratio']:.2f}"
+        message = str(r.get("message") or "")
+        notice = message[message.index("but the mean"):][:60] + "..." if "but the mean" in message else "-"
+        md.append(f"| {r['layout']} | {r['run']} | {r['pr_status']} | {change} | {ratio} | {notice} |")
     Path(str(args.out) + ".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 0
