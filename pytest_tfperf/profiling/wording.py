@@ -214,7 +214,7 @@ def _cause(change: Change, att: Attribution, t: Callable[..., str]) -> str:
         head = (f"{_describe(change)} {how} {t(change.across)} ±{t(change.noise, sign=False)} across the "
                 f"{att.pairs} pairs of processes{cut}; in the first pair {t(change.delta)}")
         if cpu:
-            return (f"{head} of CPU time, {t(change.wall)} of the step's wall time at "  # type: ignore[arg-type]
+            return (f"{head} of CPU time, {t(change.wall)} of the step's wall time at "
                     f"{att.busy_threads[1]:.2f} threads busy")
         return head
     head = f"{_describe(change)} {how} {t(change.delta)} ±{t(change.noise, sign=False)}{cut}"
