@@ -330,10 +330,11 @@ def _ranked(moved: Sequence[Change]) -> list[Change]:
     """The causes in the order they are listed (the first is the report's headline).
 
     - The largest change beyond its own noise first (``|tested| - noise``: the part of the change its test is
-      sure of, the change across the pairs of processes where it was tested across them), whatever its sign: the measured change is itself noisy, and ranking by sign would put a small
-      saving before a large growth when noise flipped it; ranking by the bare change would put a group whose
-      change is mostly noise (an optimizer's update, bound by memory traffic, moves by tens of percent between
-      processes) before one measured to a few percent.
+      sure of, the change across the pairs of processes where it was tested across them), whatever its sign:
+      the measured change is itself noisy, and ranking by sign would put a small saving before a large growth
+      when noise flipped it; ranking by the bare change would put a group whose change is mostly noise (an
+      optimizer's update, bound by memory traffic, moves by tens of percent between processes) before one
+      measured to a few percent.
     - An optimizer's update that grew right after the last layer that appeared or grew with it: the update reads
       and writes every trainable weight, so a layer that adds weights makes it slower too, and named first it
       reads as if the optimizer itself had changed (``wording._optimizer_line`` says so beside it).

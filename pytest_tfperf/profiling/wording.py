@@ -162,7 +162,8 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
 
 def _lead(change: Change, att: Attribution, t: Callable[..., str]) -> str:
     where = f" across the {att.pairs} pairs" if change.across is not None and att.pairs > 1 else ""
-    return f"{_describe(change)} {change.how} {t(change.tested)} ±{t(change.noise, sign=False)}{where}"
+    cpu = " of CPU time" if att.frame == CPU_FRAME and change.kind in CPU_KINDS else ""
+    return f"{_describe(change)} {change.how} {t(change.tested)} ±{t(change.noise, sign=False)}{cpu}{where}"
 
 
 def _seen(att: Attribution, t: Callable[..., str]) -> str:
