@@ -157,13 +157,15 @@ def verdicts(path: Path) -> list[dict[str, Any]]:
                      "mde": t["minimum_detectable_change"], "failed": verdict.get("status") == "regressed",
                      # the notice of a cost on a few iterations (``gates.paired.periodic_cost``): on unchanged
                      # code, each one is a false notice
-                     "periodic_notice": "mean time per item" in str(t.get("message", ""))})
+                     "periodic_notice": "mean time per item" in str(t.get("message", "")),
+                     "message": str(t.get("message", ""))})
     return rows
 
 
-def session(root: Path, label: str, i: int) -> dict[str, Any]:
+def session(root: Path, label: str, i: int, only: str | None = None) -> dict[str, Any]:
     out = root / f"{label}-{i}.json"
-    wall, code, tail = pytest_run(root / "change", "--tfperf-against=../base", f"--tfperf-json={out}")
+    wall, code, tail = pytest_run(root / "change", "--tfperf-against=../base", f"--tfperf-json={out}",
+                                  *(["-k", only] if only else []))
     rows = verdicts(out) if out.exists() else []
     # A red session keeps what its verdicts said of their confirmation (which pair read what), so that a false
     # alarm can be traced to its path afterwards; a crashed one keeps its output's tail.
@@ -262,7 +264,8 @@ def write_results(result: dict[str, Any], args: argparse.Namespace, cost: list[d
     aa, pl = result["aa"], result["planted_summary"]
     lines = [f"# Paired gate on user-style tests (commit {result['commit']})", "",
              f"`.venv/bin/python benchmarks/paired_pipelines.py --aa {args.aa} --planted {args.planted} "
-             f"--plant {args.plant} --cost {args.cost}{' --no-explain' if args.no_explain else ''}`, "
+             f"--plant {args.plant} --cost {args.cost}{' --no-explain' if args.no_explain else ''}"
+             f"{f' --only {args.only}' if args.only else ''}`, "
              f"{result['started']} to {result['finished']}", "",
              f"- A/A: {aa['regressed']} false alarms in {aa['verdicts']} verdicts ({aa['sessions']} sessions); "
              f"noisy {aa['noisy']} of {aa['verdicts']}; a notice of a cost on a few iterations (false, on unchanged "
@@ -292,6 +295,7 @@ def main() -> int:
     parser.add_argument("--cost", type=int, default=5, help="plain/paired pairs for the cost ratio")
     parser.add_argument("--out", default=str(HERE / "results" / "paired_pipelines"))
     parser.add_argument("--no-explain", action="store_true", help="tfperf_explain = false in both trees")
+    parser.add_argument("--only", metavar="EXPR", help="only the tests pytest's -k EXPR selects")
     parser.add_argument("--power", metavar="JSON", nargs="+",
                         help="only print, from planted runs at several sizes, the slowdown caught half the time")
     parser.add_argument("--check", metavar="JSON", help="only print the stated-limit check of a results file")
@@ -320,12 +324,12 @@ def main() -> int:
             print(f"cost {i}: plain {plain:.1f} s, paired {paired['wall_s']:.1f} s", flush=True)
         result["cost"] = {"pairs": cost, "median_ratio": statistics.median(c["ratio"] for c in cost) if cost else None}
         for i in range(args.aa):
-            s = session(aa_root, "aa", i)
+            s = session(aa_root, "aa", i, args.only)
             result.setdefault("aa_sessions", []).append(s)
             print(f"aa {i}: {[r['status'] for r in s['rows']]} {s['wall_s']:.0f} s load {s['load']:.1f}", flush=True)
             write_results(result, args, cost)
         for i in range(args.planted):
-            s = session(planted_root, "planted", i)
+            s = session(planted_root, "planted", i, args.only)
             result.setdefault("planted_sessions", []).append(s)
             print(f"planted {i}: {[r['status'] for r in s['rows']]} {s['wall_s']:.0f} s", flush=True)
             write_results(result, args, cost)
