@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from explain_pipelines_against import git  # noqa: E402
 
 SUITE = '''
 import time
@@ -112,11 +115,6 @@ def step():
 def test_per_call(tfperf):
     tfperf(step)
 '''
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", *args], cwd=cwd,
-                   check=True, capture_output=True)
 
 
 def run_against(tmp: Path, index: int) -> dict[str, Any]:
