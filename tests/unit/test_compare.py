@@ -527,11 +527,16 @@ def test_the_against_limit_is_caught_as_often_as_it_says_by_the_whole_procedure(
     assert math.isinf(against_detectable_slowdown(math.inf, 15.0, tol))
 
 
-def periodic(seed: int, *, stall: float, every: int = 8, rounds: int = 20, per_round: int = 64) -> Measurement:
-    """1 ms iterations (3% noise), every ``every``-th one ``stall`` ms longer: the median iteration never moves."""
+def periodic(seed: int, *, stall: float, every: int = 8, rounds: int = 20, per_round: int = 64,
+             round_cv: float = 0.0) -> Measurement:
+    """1 ms iterations (3% noise), every ``every``-th one ``stall`` ms longer: the median iteration never moves.
+    ``round_cv``: each round's own speed, as a busy machine moves it."""
     rng = random.Random(seed)
-    samples = [int(1e6 * rng.lognormvariate(0.0, 0.03) + (stall * 1e6 if i % every == every - 1 else 0.0))
-               for _ in range(rounds) for i in range(per_round)]
+    samples = []
+    for _ in range(rounds):
+        level = rng.lognormvariate(0.0, round_cv) if round_cv else 1.0
+        samples += [int(level * (1e6 * rng.lognormvariate(0.0, 0.03) + (stall * 1e6 if i % every == every - 1
+                                                                          else 0.0))) for i in range(per_round)]
     return Measurement(test_id=TEST_ID, mode="call", timings=Timings(tuple(samples), (per_round,) * rounds, 1.0, 50_000_000),
                        memory=(), traces_first_call=1, traces_steady=0, environment_id="env1")
 
@@ -563,3 +568,11 @@ def test_beside_another_version_of_the_code_the_notice_is_not_given() -> None:
     verdict = judge_paired(periodic(1, stall=4.0), periodic(2, stall=0.0), Tolerances(), against=True)
     throughput = verdict.metric("throughput")
     assert throughput is not None and "mean time per item" not in throughput.message
+
+
+def test_beside_a_noisy_verdict_the_notice_is_not_given() -> None:
+    """The notice is for a median sure of itself while the mean moved; rounds too noisy to decide say so already."""
+    noisy = judge_paired(periodic(3, stall=4.0, round_cv=0.3), periodic(4, stall=0.0, round_cv=0.3), Tolerances())
+    throughput = noisy.metric("throughput")
+    assert throughput is not None and throughput.status is Status.NOISY
+    assert "mean time per item" not in throughput.message
