@@ -1,11 +1,12 @@
 """Explanations recomputed offline from what ``explain_models_against.py --keep-profiles`` kept: a rule tried on
 development data without running TensorFlow again.
 
-    .venv/bin/python benchmarks/explain_kept_offline.py DIR [DIR ...] [--rule both|shared|none]
+    .venv/bin/python benchmarks/explain_kept_offline.py DIR [DIR ...] [--pairs N]
 
 Each kept file holds what one red verdict's explanation was computed from (both sides' compact profiles, the
 replicate pairs, the measured change). Every file is attributed with the code of this tree and judged by the
-case's own judge: the planted group named first; "nothing moved", and then whether the most likely group
+case's own judge (``--pairs N``: on the first N pairs of processes only, so that files kept with
+``--tfperf-explain-pairs=5`` compare 3 pairs with 5 on the same data): the planted group named first; "nothing moved", and then whether the most likely group
 (``Attribution.leads``) is the planted one; groups named that the plant left alone. Patch a rule in before
 calling ``main`` to compare. Development data only: the cases were seen before any rule tried this way.
 """
@@ -34,12 +35,13 @@ def kept(dirs: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
-def judged(doc: dict[str, Any], planted: Any) -> dict[str, Any]:
+def judged(doc: dict[str, Any], planted: Any, pairs: int | None = None) -> dict[str, Any]:
     from pytest_tfperf.profiling.attribution import attribute
     from pytest_tfperf.profiling.profile_model import Profile
 
     att = attribute(Profile.from_dict(doc["base"]), Profile.from_dict(doc["current"]), doc["measured"],
-                    replicates=[(Profile.from_dict(b), Profile.from_dict(c)) for b, c in doc["replicates"]])
+                    replicates=[(Profile.from_dict(b), Profile.from_dict(c))
+                                for b, c in doc["replicates"][:None if pairs is None else pairs - 1]])
     top = att.top
     return {"first": top.key if top else None, "planted_first": bool(top and planted(top.key)),
             "nothing_moved": att.nothing_moved, "lead": att.leads[0].key if att.leads else None,
@@ -53,10 +55,11 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+")
+    parser.add_argument("--pairs", type=int, metavar="N", help="only the first N pairs of processes of each file")
     args = parser.parse_args()
     rows = []
     for case, path, doc in kept(args.dirs):
-        r = judged(doc, ALL[case][2])
+        r = judged(doc, ALL[case][2], args.pairs)
         rows.append(r)
         print(f"{case:42s} {Path(path).parent.name} first {r['first']} planted {r['planted_first']} nothing "
               f"{r['nothing_moved']} lead {r['lead']} ({r['lead_planted']}) others {r['others'][:3]}")

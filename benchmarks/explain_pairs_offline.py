@@ -17,7 +17,12 @@ as two processes of the two versions are), and attributes
 A/A: one process's base arm against another's base arm, for every case. The
 planted group is recognised by the case table of ``explain_heldout.py``.
 
+``--pairs N`` draws N pairs (2N distinct processes) instead of three; "across"
+then tests across all N, and "three" across the first three of the same draw,
+so that more pairs and three are compared on the same processes.
+
     .venv/bin/python benchmarks/explain_pairs_offline.py --trials 40 --out benchmarks/results/explain_pairs_aa
+    .venv/bin/python benchmarks/explain_pairs_offline.py --pairs 5 --dirs DIR ... --out benchmarks/results/...
 """
 
 from __future__ import annotations
@@ -71,17 +76,18 @@ def main() -> None:
                              "the compact profiles of its six-process run, kept in git")
     parser.add_argument("--trials", type=int, default=40, help="draws of three pairs of processes per case")
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of distinct processes a draw holds")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "explain_pairs_offline")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     rows = []
     for case, entries in sorted(load(args.dirs).items()):
-        if len(entries) < 6:
+        if len(entries) < 2 * args.pairs:
             continue
         planted = CASES[case][1]
         for trial in range(args.trials):
-            chosen = rng.sample(entries, 6)
-            pairs = [(chosen[2 * k], chosen[2 * k + 1]) for k in range(3)]
+            chosen = rng.sample(entries, 2 * args.pairs)
+            pairs = [(chosen[2 * k], chosen[2 * k + 1]) for k in range(args.pairs)]
             for kind in ("aa", "regression") if not is_aa(case) else ("aa",):
                 arm = "changed" if kind == "regression" else "base"
                 sides = [(a["profiles"]["base"], b["profiles"][arm]) for a, b in pairs]
@@ -89,12 +95,16 @@ def main() -> None:
                 measured = second["per"][arm] - first["per"]["base"]
                 one = attribute(*sides[0], measured)
                 across = attribute(*sides[0], measured, replicates=sides[1:])
-                rows.append({"case": case, "kind": kind, "trial": trial,
-                             "processes": [[a["process"], b["process"]] for a, b in pairs],
-                             "one": judge(one, planted if kind == "regression" else (lambda k: False)),
-                             "across": judge(across, planted if kind == "regression" else (lambda k: False))})
+                judged = planted if kind == "regression" else (lambda k: False)
+                row = {"case": case, "kind": kind, "trial": trial,
+                       "processes": [[a["process"], b["process"]] for a, b in pairs],
+                       "one": judge(one, judged), "across": judge(across, judged)}
+                if args.pairs > 3:
+                    row["three"] = judge(attribute(*sides[0], measured, replicates=sides[1:3]), judged)
+                rows.append(row)
     summary: dict[str, Any] = {}
-    for rule in ("one", "across"):
+    rules = ("one", "three", "across") if args.pairs > 3 else ("one", "across")
+    for rule in rules:
         reg = [r[rule] for r in rows if r["kind"] == "regression"]
         aa = [r[rule] for r in rows if r["kind"] == "aa"]
         summary[rule] = {"regressions": len(reg), "planted_first": sum(x["planted_first"] for x in reg),
@@ -105,26 +115,27 @@ def main() -> None:
                          "aa_with_lead": sum(x.get("lead") is not None for x in aa)}
     per_case: dict[str, dict[str, Any]] = {}
     for r in rows:
-        c = per_case.setdefault(f"{r['case']} ({r['kind']})", {"n": 0, "one": 0, "across": 0})
+        c = per_case.setdefault(f"{r['case']} ({r['kind']})", {"n": 0, **{rule: 0 for rule in rules}})
         c["n"] += 1
-        for rule in ("one", "across"):
+        for rule in rules:
             c[rule] += r[rule]["planted_first"] if r["kind"] == "regression" else (not r[rule]["nothing_moved"])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
                             text=True).stdout.strip()
     command = (f".venv/bin/python benchmarks/explain_pairs_offline.py --dirs {' '.join(args.dirs)} --trials "
-               f"{args.trials} --seed {args.seed}")
+               f"{args.trials} --seed {args.seed}" + (f" --pairs {args.pairs}" if args.pairs != 3 else ""))
     args.out.with_suffix(".json").write_text(json.dumps({"commit": commit, "command": command, "dirs": args.dirs,
                                                          "summary": summary, "per_case": per_case, "rows": rows},
                                                         indent=1) + "\n")
-    lines = [f"# Groups tested across three pairs of processes, offline (commit {commit})", "",
+    lines = [f"# Groups tested across {args.pairs} pairs of processes, offline (commit {commit})", "",
              f"`{command}` on the profiles kept by {len(args.dirs)} runs of `benchmarks/explain_heldout.py`", ""]
     for rule, s in summary.items():
         lines.append(f"- **{rule}**: planted first {s['planted_first']} of {s['regressions']}, top 3 "
                      f"{s['planted_top3']}, nothing moved {s['nothing_moved']} (the planted group the lead in "
                      f"{s['nothing_moved_lead_planted']}); A/A blamed {s['aa_blamed']} of {s['aa']}, a lead given in "
                      f"{s['aa_with_lead']}")
-    lines += ["", "| case | trials | one pair | three pairs |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['n']} | {v['one']} | {v['across']} |" for k, v in sorted(per_case.items())]
+    heads = {"one": "one pair", "three": "three pairs", "across": f"{args.pairs} pairs"}
+    lines += ["", "| case | trials | " + " | ".join(heads[r] for r in rules) + " |", "|---|---|" + "---|" * len(rules)]
+    lines += [f"| {k} | {v['n']} | " + " | ".join(str(v[r]) for r in rules) + " |" for k, v in sorted(per_case.items())]
     lines += ["", "(regression rows count the planted group named first; A/A rows count trials with anything blamed)"]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
