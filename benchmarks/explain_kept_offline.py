@@ -6,8 +6,9 @@ development data without running TensorFlow again.
 Each kept file holds what one red verdict's explanation was computed from (both sides' compact profiles, the
 replicate pairs, the measured change). Every file is attributed with the code of this tree and judged by the
 case's own judge (``--pairs N``: on the first N pairs of processes only, so that files kept with
-``--tfperf-explain-pairs=5`` compare 3 pairs with 5 on the same data): the planted group named first; "nothing moved", and then whether the most likely group
-(``Attribution.leads``) is the planted one; groups named that the plant left alone. Patch a rule in before
+``--tfperf-explain-pairs=5`` compare 3 pairs with 5 on the same data): the planted group named first;
+"nothing moved", and then whether the most likely group (``Attribution.leads``) is the planted one; groups
+named that the plant left alone. Patch a rule in before
 calling ``main`` to compare. Development data only: the cases were seen before any rule tried this way.
 """
 

@@ -87,8 +87,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="no profiled pass and no explanation, for a failed verdict or a refresh")
     group.addoption("--tfperf-explain-pairs", metavar="N", type=positive_int, default=None,
                     help="with --tfperf-against: profile a red verdict in N pairs of processes and test each layer "
-                         "and op across them; 1 is the cheapest (about 30 s less a red test) and blames more by "
-                         "chance (default: ini tfperf_explain_pairs or 3)")
+                         "and op across them; fewer are cheaper and find less, 1 blames more by chance (default: ini "
+                         "tfperf_explain_pairs or 5)")
     group.addoption("--tfperf-stall-timeout", metavar="SECONDS", type=positive_float, default=None,
                     help="longest an iteration may run before it fails as stalled (default 300; per test: marker "
                          "stall_timeout_s)")
@@ -102,7 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfperf_explain", "explain a failed verdict from a profiled pass of each side (default true)",
                   type="bool", default=True)
     parser.addini("tfperf_explain_pairs", "pairs of processes a red --tfperf-against verdict is profiled in "
-                  "(default 3)", default="3")
+                  "(default 5)", default="5")
     parser.addini("tfperf_runs", "processes a baseline refresh measures each test in", default=str(DEFAULT_RUNS))
     parser.addini("tfperf_strict", "fail tests that have no baseline for this environment", type="bool",
                   default=False)

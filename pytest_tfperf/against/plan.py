@@ -336,7 +336,7 @@ def own_partner(session: TfPerfSession) -> Partner:
 
 # Pairs of processes, one of each version in each, whose profiles a red --tfperf-against verdict compares
 # (``profiling.attribution``'s ``replicates``): the explanation's own pair and ``config.explain_pairs - 1``
-# more (3 by default: each group's between-process spread gets two degrees of freedom of its own,
+# more (5 by default: each group's between-process spread gets four degrees of freedom of its own,
 # ``noise.replicate_tests``).
 # A pair started only to be profiled measures this many rounds first (the partner protocol's result, which
 # then holds the workload for the profiled pass): warmed up as any measurement, nothing judged.

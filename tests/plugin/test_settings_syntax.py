@@ -84,7 +84,7 @@ def test_bisect_help_prints_a_plain_percent_sign() -> None:
 SHOW_PAIRS = SHOW_TOLERANCE.replace("TOLERANCE=", "PAIRS=").replace(".tolerance)", ".explain_pairs)")
 
 
-@pytest.mark.parametrize(("ini", "option", "expected"), [("", None, 3), ("1", None, 1), ("2", "5", 5)])
+@pytest.mark.parametrize(("ini", "option", "expected"), [("", None, 5), ("1", None, 1), ("2", "4", 4)])
 def test_the_pairs_a_red_verdict_is_profiled_in_come_from_the_option_or_the_ini_key(
         pytester: pytest.Pytester, ini: str, option: str | None, expected: int) -> None:
     pytester.makeini(f"[pytest]\ntfperf_explain_pairs = {ini}\n" if ini else "[pytest]\n")

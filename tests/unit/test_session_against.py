@@ -470,7 +470,8 @@ class HoldingProcess:
 def test_a_red_verdict_is_profiled_in_more_pairs_none_sharing_a_process_with_another() -> None:
     """The explanation's own pair is this process and the partner process that profiled beside it (B1 here);
     the fresh pair's process of this tree (A1) still holds the test and is used as it is, beside a fresh
-    partner (B2); the third pair is two fresh processes (A2, B3)."""
+    partner (B2); every later pair is two fresh processes (A2 and B3, then A3 and B4, A4 and B5: the default five
+    pairs)."""
     from pytest_tfperf.against import plan
 
     s = session()
@@ -481,7 +482,7 @@ def test_a_red_verdict_is_profiled_in_more_pairs_none_sharing_a_process_with_ano
     base.held, own.held = HoldingRun(base, TEST_ID), HoldingRun(own, TEST_ID)
     pairs, notes = plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0)
     assert notes == []
-    assert [(b["process"], c["process"]) for b, c in pairs] == [("B2", "A1"), ("B3", "A2")]
+    assert [(b["process"], c["process"]) for b, c in pairs] == [("B2", "A1"), ("B3", "A2"), ("B4", "A3"), ("B5", "A4")]
     assert "A1 begin" not in log and "B2 round 0" in log and "B2 round 1" in log  # warmed up, 2 rounds
     # the third pair's two fresh processes are started together, before either warms up
     assert log.index("A2 start") < log.index("B3 start") < log.index("A2 begin") < log.index("B3 begin")
