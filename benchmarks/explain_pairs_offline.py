@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--dirs", nargs="*", default=["benchmarks/results/explain_pairs_profiles"],
                         help="runs of explain_heldout.py (their /tmp/tfperf-heldout-* folders); the default is "
                              "the compact profiles of its six-process run, kept in git")
-    parser.add_argument("--trials", type=int, default=40, help="draws of three pairs of processes per case")
+    parser.add_argument("--trials", type=int, default=40, help="draws of --pairs pairs of processes per case")
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--pairs", type=int, default=3, help="pairs of distinct processes a draw holds")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "explain_pairs_offline")
