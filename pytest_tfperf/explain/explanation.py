@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_tfperf.explain.settle import SETTLE_MAX_S, pulls_from_dataset, settle
+from pytest_tfperf.explain.settle import SETTLE_MAX_S, pulls_from_dataset, reserve_s, settle
 from pytest_tfperf.measuring.workload import Workload
 from pytest_tfperf.model import Timings
 from pytest_tfperf.profiling.profile_model import Profile
@@ -150,8 +150,8 @@ def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: st
                  cost: list[str] | None = None, median_s: float | None = None) -> tuple[Profile | None, str | None]:
     """One side's profiled pass: (profile, None) or (None, the reason there is none); at most ``rounds_s`` long
     (the side's measured rounds), ``iterations`` per window at most. A pass over that budget adds its line
-    (``over_budget``) to ``cost``. ``median_s``: this side's measured time per iteration; a workload that pulls
-    from a dataset is first ``settle``d to it."""
+    (``over_budget``) to ``cost``. ``median_s``: this side's measured time per iteration; the workload is first
+    ``settle``d to it."""
     if profiler is None:
         from pytest_tfperf.profiling.capture import profile_step
 
@@ -162,12 +162,15 @@ def profile_side(workload: Workload, rootdir: str | Path, test_id: str, side: st
         logdir.mkdir(parents=True, exist_ok=True)
         call = one_iteration(workload)
         kwargs = _budget(rounds_s)
-        if median_s is not None and pulls_from_dataset(workload):
+        if median_s is not None:
             # Settled inside the pass, right before its windows (after the calibration and the profiler's start,
-            # during which the buffers fill again); the settling may take a quarter of the budget, the rest of
-            # the pass the other three.
+            # during which the buffers fill again). A workload that pulls from a dataset may take a quarter of
+            # the budget to settle, the rest of the pass the other three; any other step may hold a pipeline of
+            # its own (``next(it)`` in its body), settled the same way with less of the budget set aside
+            # (``settle.reserve_s``: a step with no pipeline settles in SETTLE_CALLS calls).
             cap = SETTLE_MAX_S if rounds_s is None else min(SETTLE_MAX_S, rounds_s / 4)
-            kwargs = _budget(None if rounds_s is None else rounds_s - cap)
+            reserve = cap if pulls_from_dataset(workload) else reserve_s(median_s, cap)
+            kwargs = _budget(None if rounds_s is None else rounds_s - reserve)
             kwargs["before_windows"] = lambda: settle(call, median_s, cap)
         outcome = profiler(call, logdir, name=side, windows=WINDOWS, iterations=iterations, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the verdict stands; the explanation says why it is missing

@@ -92,6 +92,7 @@ class Test:
     # Tested across pairs of processes (``replicate_tests``): the change those pairs read, in seconds at this
     # pair's level, which is what ``shrunk`` and ``se`` test (``delta`` stays this pair's, the additive part).
     across: float | None = None
+    pairs: int = 0  # the pairs of processes it was tested across (0: within one pair)
 
     @property
     def p(self) -> float:

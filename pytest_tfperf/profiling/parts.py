@@ -67,6 +67,7 @@ class Change:
     # Tested across pairs of processes: the change they read, seconds per iteration at this pair's level. ``noise``
     # is that test's; ``delta`` stays the first pair's own change, the additive part.
     across: float | None = None
+    across_pairs: int = 0  # how many pairs of processes that test read (those where the group was traced)
     se: float = 0.0  # the standard error of the change its test judged (``tested``), seconds per iteration
 
     @property

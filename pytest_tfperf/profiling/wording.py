@@ -36,6 +36,7 @@ def attribution_dict(att: Attribution) -> dict[str, object]:
             out["below_cutoff"] = True
         if c.across is not None:
             out["across_pairs_ms"] = ms(c.across * abs(ratio))  # in the step's wall time, as delta_ms
+            out["across_pairs"] = c.across_pairs
         if c.kind == "stage":
             out.update(base_parallel=c.base_parallel, current_parallel=c.current_parallel,
                        base_ms_per_element=None if c.base_per_element is None else ms(c.base_per_element),
@@ -91,8 +92,9 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
             lines.append("  the traced ops' self times exceeded the process's CPU clock (threads preempted inside "
                          "ops on a loaded machine): each window's ops were scaled down to the clock")
     if att.pairs > 1:
-        lines.append(f"  each layer and op tested across {att.pairs} pairs of processes, one of each version in "
-                     "each: its own between-process spread read from them")
+        lines.append(f"  each layer, op, tf.data stage and the wait for input tested across the {att.pairs} pairs of "
+                     "processes (one of each version in each) where it was traced: its own between-process spread, "
+                     "each process's load included, read from them")
     if att.device_busy is not None or att.path == DEVICE:
         lines.append("  " + _path_line(att, t))
     seen = _seen(att, t)
@@ -129,7 +131,7 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
         lines.append(f"  {_cause(change, att, t)}" + _stage_note(change))
         if change.kind == "input wait" and att.paced_by is not None:
             p = att.paced_by
-            moved = f" {p.how} {t(p.delta)}" if p.beyond_noise else ""
+            moved = f" {p.how} {t(p.tested)}{_where(p, att)}" if p.beyond_noise else ""
             lines.append(f"    behind it: {_describe(p)}{moved}" + _stage_note(p))
     optimizer_line = _optimizer_line(att)
     if optimizer_line:
@@ -137,8 +139,8 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     others = [c for c in att.pipeline if c is not att.paced_by][:3]
     if others:
         lines.append("  tf.data also moved (stage times overlap: each includes its wait for the stage upstream):")
-        lines += [f"    {_describe(c)} {c.how} {t(c.delta)} ±{t(c.noise, sign=False)}" + _stage_note(c)
-                  for c in others]
+        lines += [f"    {_describe(c)} {c.how} {t(c.tested)} ±{t(c.noise, sign=False)}{_where(c, att)}"
+                  + _stage_note(c) for c in others]
     shown = {c.key for c in others} | ({att.paced_by.key} if att.paced_by is not None else set())
     for c in att.reshaped:
         if c.key not in shown:
@@ -160,8 +162,16 @@ def explanation_lines(att: Attribution, *, unit: str = "ms") -> list[str]:
     return lines
 
 
+def _where(change: Change, att: Attribution) -> str:
+    """Where a change tested across pairs of processes was read: the pairs where its group was traced."""
+    if change.across is None or att.pairs <= 1:
+        return ""
+    n = change.across_pairs or att.pairs
+    return f" across the {n} pairs" if n == att.pairs else f" across {n} of the {att.pairs} pairs"
+
+
 def _lead(change: Change, att: Attribution, t: Callable[..., str]) -> str:
-    where = f" across the {att.pairs} pairs" if change.across is not None and att.pairs > 1 else ""
+    where = _where(change, att)
     cpu = " of CPU time" if att.frame == CPU_FRAME and change.kind in CPU_KINDS else ""
     return f"{_describe(change)} {change.how} {t(change.tested)} ±{t(change.noise, sign=False)}{cpu}{where}"
 
@@ -212,8 +222,8 @@ def _cause(change: Change, att: Attribution, t: Callable[..., str]) -> str:
     cpu = att.frame == CPU_FRAME and change.kind in CPU_KINDS and change.wall is not None
     if change.across is not None and att.pairs > 1:
         # the test's change and its noise side by side; the first pair's own change is the additive part
-        head = (f"{_describe(change)} {how} {t(change.across)} ±{t(change.noise, sign=False)} across the "
-                f"{att.pairs} pairs of processes{cut}; in the first pair {t(change.delta)}")
+        head = (f"{_describe(change)} {how} {t(change.across)} ±{t(change.noise, sign=False)}{_where(change, att)} "
+                f"of processes{cut}; in the first pair {t(change.delta)}")
         if cpu:
             return (f"{head} of CPU time, {t(change.wall)} of the step's wall time at "
                     f"{att.busy_threads[1]:.2f} threads busy")

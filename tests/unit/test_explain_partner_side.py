@@ -90,6 +90,7 @@ def test_more_pairs_of_processes_are_asked_for_after_this_side_and_their_groups_
                           rootdir=tmp_path, profiler=FakeProfiler(this=PLANTED), more_pairs=more)
     assert asked == partner.asked
     assert out.to_dict()["pairs"] == 2
-    assert "  each layer and op tested across 2 pairs of processes, one of each version in each: its own " \
-           "between-process spread read from them" in out.lines
+    assert "  each layer, op, tf.data stage and the wait for input tested across the 2 pairs of processes (one of " \
+           "each version in each) where it was traced: its own between-process spread, each process's load included, " \
+           "read from them" in out.lines
     assert out.lines[-1] == "  pair 3 of processes could not be profiled (gone); the groups were tested across 2"

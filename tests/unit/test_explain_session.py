@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_tfperf.explain.explanation import (
     NO_STORED_PROFILE,
     explain_pair,
@@ -226,11 +228,16 @@ def test_the_profiled_pass_is_bounded_by_the_measured_rounds_it_explains(tmp_pat
     single = FakeProfiler(reference=BASE, variant=PLANTED)
     explain_pair("t.py::test_p", reference, variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
                  rootdir=tmp_path, profiler=single, rounds_s=2.2)
-    assert single.budgets == [{"budget_s": 1.1, "min_windows": 5}] * 2
+    # (each side settled first: ten of its iterations set aside, 20 ms and 28 ms, at most a quarter of its budget;
+    # see test_explain_settle)
+    assert [{k: v for k, v in b.items() if k != "before_windows"} for b in single.budgets] \
+        == [{"budget_s": pytest.approx(1.1 - 0.2), "min_windows": 5}, {"budget_s": pytest.approx(1.1 * 3 / 4),
+                                                                       "min_windows": 5}]
     # a stored gate: the current side's rounds; without them (a caller that has none) no bound is passed
     current = FakeProfiler(current=PLANTED)
     explain_stored("t.py::test_s", BASE.to_dict(), variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
                    rootdir=tmp_path, profiler=current, rounds_s=1.0)
     explain_stored("t.py::test_s", BASE.to_dict(), variant, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
                    rootdir=tmp_path, profiler=current)
-    assert current.budgets == [{"budget_s": 1.0, "min_windows": 5}, {}]
+    assert [{k: v for k, v in b.items() if k != "before_windows"} for b in current.budgets] \
+        == [{"budget_s": 0.75, "min_windows": 5}, {}]  # a quarter (0.25 s < ten 28 ms iterations) to settle

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_tfperf.explain import settle as settling
 from pytest_tfperf.explain.explanation import explain_against, profile_side
-from pytest_tfperf.explain.settle import SETTLE_CALLS, pulls_from_dataset, settle
+from pytest_tfperf.explain.settle import SETTLE_CALLS, SETTLE_RESERVE_CALLS, pulls_from_dataset, reserve_s, settle
 from pytest_tfperf.measuring.workload import Workload, dataset_puller
 from tests.unit.test_explain_session import BASE, MS, PLANTED, FakeProfiler
 
@@ -99,10 +99,22 @@ def test_this_sides_pass_starts_after_its_buffer_and_keeps_the_rest_of_its_budge
     assert out.lines[0].startswith("where the time went: +8.00 ms/iteration measured")
 
 
-def test_a_step_is_not_settled(clock: Clock, tmp_path: Path) -> None:
-    ran: list[int] = []
-    fake = FakeProfiler(this=PLANTED)
-    profile, why = profile_side(Workload(call=lambda: ran.append(1)), tmp_path, "t.py::test_x", "this", 10, fake,
+def test_a_step_that_holds_a_pipeline_is_settled_with_less_of_the_budget_set_aside(clock: Clock,
+                                                                                   tmp_path: Path) -> None:
+    """A step that pulls ``next(it)`` itself (not ``tfperf.iterate``): its pipeline fills its buffers while the
+    process waits just the same, so its pass is settled too, with SETTLE_RESERVE_CALLS of its iterations set
+    aside from the budget instead of a quarter of it."""
+    pipeline = Pipeline(clock, buffered=30, make_s=20 * MS)
+    pull = iter(pipeline)
+
+    class Recording(FakeProfiler):
+        def __call__(self, step: Any, logdir: Path, **kw: Any) -> Any:
+            kw.pop("before_windows")()
+            return super().__call__(step, logdir, **kw)
+
+    fake = Recording(this=PLANTED)
+    profile, why = profile_side(Workload(call=lambda: next(pull)), tmp_path, "t.py::test_x", "this", 10, fake,
                                 rounds_s=2.0, median_s=20 * MS)
-    assert why is None and ran == [1]  # the fake profiler's one call, nothing before it
-    assert fake.budgets[0]["budget_s"] == 2.0
+    assert why is None and pipeline.pulled == 30 + SETTLE_CALLS // 2 + 1 + 1  # drained, then the pass's call
+    assert fake.budgets[0]["budget_s"] == pytest.approx(2.0 - SETTLE_RESERVE_CALLS * 20 * MS)
+    assert reserve_s(20 * MS, 0.5) == pytest.approx(0.2) and reserve_s(1.0, 0.5) == 0.5
