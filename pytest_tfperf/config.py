@@ -92,8 +92,9 @@ class SessionConfig:
     # (--no-tfperf-explain or ini tfperf_explain = false turn it off).
     explain: bool = True
     # A red --tfperf-against verdict is profiled in this many pairs of processes, one of each version in each,
-    # and each layer and op tested across them (against.plan.profile_fresh_pairs); 1: the explanation's own
-    # pair only, the cheapest and the least sure (--tfperf-explain-pairs, ini tfperf_explain_pairs). Five, not
+    # and each layer, op and tf.data stage tested across them (against.plan.profile_fresh_pairs); 1: the
+    # explanation's own pair only, the cheapest and the least sure (--tfperf-explain-pairs, ini
+    # tfperf_explain_pairs). Five, not
     # three: a cost spread over several layers moves each by less than its between-process spread, and on
     # the same profiles five pairs named the planted layer first in 7 of 12 such red verdicts, three in 4
     # (benchmarks/results/explain_kept_offline_5pairs.md), for about 10 s more a red test.

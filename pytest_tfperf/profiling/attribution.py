@@ -227,10 +227,10 @@ def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence
     tested within one pair the default-option pipeline's stages, its input wait and a short op traced in some
     processes only were blamed in 16 of 200 A/A draws (five pairs, ``benchmarks/explain_pairs_offline.py``).
 
-    A group missing from a side of the first pair, or traced there in part, but found on that side in another
-    pair, exists in both versions when it is an op: the tracer left it out of one process (TensorFlow traces short ops only
+    An op missing from a side of the first pair, or traced there in part, but found on that side in another
+    pair, exists in both versions: the tracer left it out of one process (TensorFlow traces short ops only
     while its cost model deems them expensive; a 15 us ``RealDiv`` in a tf.data map appeared or vanished in 8
-    of 40 A/A draws of a pipeline). It is tested across the pairs where it was traced, or not at all where
+    of 40 A/A draws of a pipeline). A stage is traced whenever it runs: one on a side only is another shape. It is tested across the pairs where it was traced, or not at all where
     those are too few, never read as "appeared". A group found on one side of every pair keeps its one-pair
     test (appeared, vanished). The change printed and ranked is the one tested (``Test.across``)."""
     out = list(pending)
@@ -246,7 +246,7 @@ def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence
             if info["kind"] not in kinds or (test.sides == 2 and not test.hidden and key not in found):
                 continue
             if test.sides != 2 and info["kind"] not in noise.OP_KINDS:
-                continue  # a stage is traced whenever it runs: one on a side only is a pipeline of another shape
+                continue  # a stage on one side only: a pipeline of another shape (above)
             across = tests.get(key)
             if across is None:
                 if key in found or _on_both_sides(key, pairs):
