@@ -238,6 +238,7 @@ def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence
         per_pair = [_pair_logs(b, c, kinds) for b, c in pairs]
         keys = set().union(*per_pair)
         found = {k: [p[k] for p in per_pair if k in p] for k in keys}
+        moved = {k: [_seconds(k, b, c) for (b, c), p in zip(pairs, per_pair) if k in p] for k in keys}
         logs = {k: v for k, v in found.items() if len(v) >= MIN_ACROSS_PAIRS}
         levels = {k: _level(k, pairs) for k in logs}
         tests = noise.replicate_tests(dict(sorted(logs.items())), levels)
@@ -254,15 +255,25 @@ def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence
                     # within one pair a short op a process happens to trace slower reads as a change
                     out[i] = (replace(test, tested=False), info)
                 continue
-            # The pairs' mean log-ratio in seconds at the group's baseline level, exactly (a wait or stage can
-            # move by a factor, where the log's first order would shrink it); the standard error scaled alike, so
-            # that the test (``shrunk`` over ``se``) is the log-scale one.
-            m, level = across.delta, levels[key]
-            gain = math.expm1(m) / m if m else 1.0
-            out[i] = (replace(test, shrunk=level * gain * across.shrunk, se=level * gain * across.se, df=across.df,
-                              across=level * math.expm1(m), pairs=len(logs[key]), sides=2, hidden=0.0),
+            # The test is the log-ratios'; the change printed and ranked is what the pairs moved in seconds, on
+            # average, and its standard error is scaled alike, so that ``shrunk`` over ``se`` stays the log-scale
+            # test. A wait or a stage can move by a factor of ten from a near-empty start: the log-ratios' mean
+            # at the first pair's level read a consumer's wait +25.3 ms where the step moved +3.4 ms (and ranked
+            # the stage that waited on a slower source before the source).
+            m, seconds = across.delta, stats.mean(moved[key])
+            if seconds * m <= 0.0:  # the pairs' seconds and their log-ratios disagree in sign: first order
+                seconds = levels[key] * m
+            per_log = seconds / m if m else 0.0
+            out[i] = (replace(test, shrunk=per_log * across.shrunk, se=abs(per_log) * across.se, df=across.df,
+                              across=seconds, pairs=len(logs[key]), sides=2, hidden=0.0),
                       {**info, "how": "grew" if m >= 0 else "shrank", "below_cutoff": False})
     return out
+
+
+def _seconds(key: str, base: Profile, current: Profile) -> float:
+    """A group's change in one pair of processes, seconds per iteration (traced on both sides there)."""
+    b, c = base.group(key), current.group(key)
+    return (c.mean if c is not None else 0.0) - (b.mean if b is not None else 0.0)
 
 
 def _level(key: str, pairs: Sequence[tuple[Profile, Profile]]) -> float:
