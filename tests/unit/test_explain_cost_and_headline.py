@@ -115,6 +115,26 @@ def test_the_headline_is_the_outside_every_op_hint_with_its_share_not_a_tiny_op(
     assert headline({**data, "lines": data["lines"][:2]}) == "MatMul outside layers grew +0.03 ms/iteration"
 
 
+def test_the_headline_is_the_idle_or_untraced_cpu_hint_with_its_own_part_in_the_cpu_frame() -> None:
+    """In the CPU frame the parts outside the listed groups are untraced CPU time and time no thread computed: a
+    planted ``time.sleep`` whose tiny side effects on ``dense`` passed their test was headlined "dense grew
+    +0.07 ms" of +5.57 ms, and the untraced-CPU hint took its share from the self-time frame's part (0%)."""
+    dense = {"key": "layer:m/dense", "kind": "layer", "label": "dense (MatMul family)", "how": "grew",
+             "delta_ms": 0.25, "noise_ms": 0.08}
+    idle = ("  most of the profiled change is time no thread computed: waits for input, I/O, sleeps or locks, or work "
+            "that ran on parallel threads before and no longer does")
+    data = {"causes": [dense], "frame": "cpu", "profiled_ms": 5.69,
+            "remainder_parts_ms": {"outside_ops": 0.0, "untraced_cpu": 2.12, "idle": 3.16},
+            "lines": ["where the time went: +5.57 ms/iteration measured", "  dense grew", idle]}
+    assert headline(data) == ("most of the profiled change is time no thread computed (+3.16 of +5.69 ms/iteration "
+                              "profiled, 56%): waits for input, I/O, sleeps or locks, or work that ran on parallel "
+                              "threads before and no longer does")
+    cpu = {**data, "remainder_parts_ms": {"outside_ops": 0.0, "untraced_cpu": 4.0, "idle": 1.0},
+           "lines": data["lines"][:2] + [HINT]}
+    assert headline(cpu).startswith("most of the profiled change is outside every op and stage TensorFlow traced "
+                                    "(+4.00 of +5.69 ms/iteration profiled, 70%)")
+
+
 def test_the_headline_without_a_cause_on_the_path_names_the_stage_that_moved_or_says_nothing_moved() -> None:
     assert headline({"causes": [], "pipeline": [STAGE], "lines": []}) == (
         "tf.data stage Batch/Map/Map (sequential) appeared +0.51 ms/iteration (nothing on the step's own path moved "
