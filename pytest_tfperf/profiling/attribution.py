@@ -221,8 +221,8 @@ def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence
                   ) -> list[tuple[Test, dict[str, object]]]:
     """The host's groups tested across the pairs of processes (``noise.replicate_tests``), each family
     (``ACROSS_FAMILIES``) with its own prior for the spread: a group traced in full on both sides of at least
-    ``MIN_ACROSS_PAIRS`` pairs is tested across those pairs, in seconds at the group's baseline level here
-    (``pairs[0]``). Two processes run a group, a tf.data stage and the consumer's wait each their own way for as
+    ``MIN_ACROSS_PAIRS`` pairs is tested across those pairs on its log-ratios, and its change given as what
+    those pairs moved in seconds, on average. Two processes run a group, a tf.data stage and the consumer's wait each their own way for as
     long as they live (autotune's choices, thread placement); one pair cannot tell that from a change, and
     tested within one pair the default-option pipeline's stages, its input wait and a short op traced in some
     processes only were blamed in 16 of 200 A/A draws (five pairs, ``benchmarks/explain_pairs_offline.py``).
@@ -230,8 +230,9 @@ def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence
     An op missing from a side of the first pair, or traced there in part, but found on that side in another
     pair, exists in both versions: the tracer left it out of one process (TensorFlow traces short ops only
     while its cost model deems them expensive; a 15 us ``RealDiv`` in a tf.data map appeared or vanished in 8
-    of 40 A/A draws of a pipeline). A stage is traced whenever it runs: one on a side only is another shape. It is tested across the pairs where it was traced, or not at all where
-    those are too few, never read as "appeared". A group found on one side of every pair keeps its one-pair
+    of 40 A/A draws of a pipeline). Such an op is tested across the pairs where it was traced, or not at all
+    where those are too few, never read as "appeared". A stage is traced whenever it runs, so one on a side
+    only is a pipeline of another shape; it, and a group found on one side of every pair, keep their one-pair
     test (appeared, vanished). The change printed and ranked is the one tested (``Test.across``)."""
     out = list(pending)
     for kinds in ACROSS_FAMILIES:
