@@ -84,7 +84,7 @@ def test_each_side_is_profiled_in_its_own_process_and_the_change_is_attributed(t
         ("baseline", "partner"), ("change", "this"), ("baseline", "partner-2"), ("change", "this-2"),
         ("baseline", "partner-3"), ("change", "this-3")]
     assert len({pid for _, _, pid, _ in calls} | {str(os.getpid())}) == 7
-    assert "each layer and op tested across 3 pairs of processes" in out
+    assert "each layer, op, tf.data stage and the wait for input tested across the 3 pairs of processes" in out
     # Both raw profiles are kept under this session's rootdir.
     assert calls[0][3] == str(change / ".tfperf" / "profiles" / "test_mod.py_test_slow" / "partner")
     assert calls[1][3] == str(change / ".tfperf" / "profiles" / "test_mod.py_test_slow" / "this")
