@@ -272,14 +272,15 @@ def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence
 
 
 def _seconds(key: str, base: Profile, current: Profile) -> float:
-    """A group's change in one pair of processes, seconds per iteration (traced on both sides there)."""
+    """A group's change in one pair of processes, seconds per iteration (a side without it counts as none)."""
     b, c = base.group(key), current.group(key)
     return (c.mean if c is not None else 0.0) - (b.mean if b is not None else 0.0)
 
 
 def _level(key: str, pairs: Sequence[tuple[Profile, Profile]]) -> float:
     """A group's baseline time per iteration: the first pair's where it was traced there, else the first pair's
-    that traced it (the level its change across the pairs is printed at)."""
+    that traced it (its size for the prior's trend, and the level of the first-order change where the pairs'
+    seconds and log-ratios disagree in sign)."""
     for b, _ in pairs:
         g = b.group(key)
         if g is not None and g.mean > 0.0:
