@@ -9,7 +9,7 @@ unchanged code has any group blamed in at most ``noise.FAMILY_ALPHA`` of
 comparisons whatever the number of groups; the common factor is read from the
 groups the change did not touch. Across pairs of processes (``replicates``) a
 group's test reads its spread from the pairs, each process's load included, and
-no factor is taken out (``_pair_logs``). No floor tuned on the data decides.
+no factor is taken out (``profiling.across``). No floor tuned on the data decides.
 
 The parts (``profiling.parts`` says the frame: CPU time turned into wall time
 through the measured parallelism, or self time) add up to the profiled pass's
@@ -37,7 +37,11 @@ from dataclasses import replace
 from pytest_tfperf import stats
 from pytest_tfperf.profiling import noise
 from pytest_tfperf.profiling.names import is_optimizer_group
-from pytest_tfperf.profiling.noise import DEVICE_OP_KINDS, FAMILY_ALPHA, Factor, Prior, Test, group_test, holm
+from pytest_tfperf.profiling.across import across_pairs, pair_prepared
+from pytest_tfperf.profiling.noise import (
+    DEVICE_OP_KINDS, FAMILY_ALPHA, SHORT_EVENT_S, TRACED_COUNT_RATIO, WHOLE_EVENTS_TOLERANCE, Factor, Prior, Test,
+    group_test, holm,
+)
 from pytest_tfperf.profiling.parts import (
     CPU_FRAME, CPU_KINDS, DEVICE, HOST, PIPELINE_KINDS, SELF_FRAME, Attribution, Change,
 )
@@ -48,23 +52,9 @@ __all__ = ["Attribution", "Change", "attribute", "attribution_dict", "explanatio
            "step_path"]
 
 DEFAULT_LIMIT = 5
-# At host tracer level 2 TensorFlow's executor traces an op only while its cost model deems it expensive, and the
-# estimate follows the op's measured time: an op of a few microseconds is traced in some windows and processes and
-# not in others (a 6 us DecodeCSV in every window of one process, in none of another). A group of such short ops
-# present on both sides but missing from some windows, or traced as TRACED_COUNT_RATIO times the events on one
-# side, was not measured there: the worst case (its whole size) is added to what may hide (``noise.traced_in_part``).
-SHORT_EVENT_S = 20e-6
-TRACED_COUNT_RATIO = 4.0
-WHOLE_EVENTS_TOLERANCE = 1e-3
 # The CPU frame holds when the traced self times are within this share of the process's CPU clock or under it:
 # beyond, some traced events wait rather than compute, and the frame says so.
 OVERTRACED_SHARE = 0.10
-# Tested across pairs of processes, in families that share a prior for their spread: the host's op groups (one
-# executor runs them), and tf.data's stages and functions with the consumer's wait (they spread otherwise). A group
-# is tested across the pairs where it was traced on both sides, at least this many (one degree of freedom of its
-# own beside the prior's); one found in the first pair alone is left out of the family (not tested).
-ACROSS_FAMILIES = (noise.HOST_OP_KINDS, ("stage", "tf.data work", "input wait"))
-MIN_ACROSS_PAIRS = 3
 
 
 def attribute(base: Profile, current: Profile, measured: float, *, limit: int = DEFAULT_LIMIT,
@@ -72,9 +62,9 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     """Split ``measured`` (seconds per iteration, current minus baseline) over the groups that moved.
 
     ``replicates``: more (baseline, current) pairs, each profiled in its own two processes (none shared with
-    ``base``/``current``'s): the host's op groups present in every pair are then tested across the pairs
-    (``noise.replicate_tests``) instead of against the other groups' between-process spread; the parts and
-    their sizes stay those of ``base`` and ``current``."""
+    ``base``/``current``'s): the host's groups traced in enough of the pairs are then tested across them
+    (``profiling.across``) instead of within the first pair; the parts and their sizes stay those of ``base``
+    and ``current``."""
     if not math.isfinite(measured):
         raise ValueError(f"measured change must be finite, got {measured!r}")
     raw_base, raw_current = base, current
@@ -86,7 +76,7 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
         if devices:
             base, current = noise.steadied(base, current, device=True)
     host_f = noise.common_factor(base, current)
-    pairs = [(base, current)] + [_pair_prepared(b, c) for b, c in replicates]
+    pairs = [(base, current)] + [pair_prepared(b, c) for b, c in replicates]
     device_f = noise.common_factor(base, current, device=True) if devices else Factor()
     keys = [g.key for g in base.groups] + [g.key for g in current.groups if base.group(g.key) is None]
     shrink_host = _prior(base, current, host_f.scale, device=False)
@@ -106,7 +96,7 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
                                base.device_other or (0.0,) * base.windows,
                                current.device_other or (0.0,) * current.windows, device_f))
     if replicates:
-        pending = _across_pairs(pending, pairs)
+        pending = across_pairs(pending, pairs)
     family = [i for i, (t, _) in enumerate(pending) if t.tested]
     held, held_levels = holm([pending[i][0].p for i in family])
     rejected, levels = [False] * len(pending), [FAMILY_ALPHA / max(1, len(family))] * len(pending)
@@ -192,105 +182,6 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
         same_session=base.logdir is not None and base.logdir == current.logdir, tau=factor.tau,
         factor_groups=factor.groups, step=w_b, profiled_moved=profiled_moved,
         pairs=1 + len(replicates), leads=leads)
-
-
-def _pair_prepared(base: Profile, current: Profile) -> tuple[Profile, Profile]:
-    """A replicate pair taken as ``attribute`` takes its own: within the CPU clock, each window's load steadied."""
-    base, current = noise.within_cpu(base, CPU_KINDS), noise.within_cpu(current, CPU_KINDS)
-    if noise.STEADY_WINDOWS:
-        base, current = noise.steadied(base, current)
-    return base, current
-
-
-def _pair_logs(base: Profile, current: Profile, kinds: Sequence[str]) -> dict[str, float]:
-    """Each host group of ``kinds``, fully traced on both sides of one pair of processes: its log-ratio current over
-    baseline. No common factor is taken out: the pair's two processes start together and are profiled one after
-    the other, so which of them runs the faster is a draw, and across the pairs each process's load is part of
-    every group's spread; a pair's factor, the median over its groups, moves with a cost spread over most of
-    them and took that cost as load (the planted layers first in 7 of 12 spread red verdicts with it taken out,
-    11 of 12 without, on the same profiles; ``benchmarks/explain_kept_offline.py``). A group of short ops traced in
-    part on a side (``noise.traced_in_part``) says nothing of its change in that pair, so the pair is left out of
-    its test rather than read as a move."""
-    return {g.key: math.log(o.mean / g.mean) for g in base.groups
-            if g.kind in kinds and not g.on_device and (o := current.group(g.key)) is not None and g.mean > 0.0
-            and o.mean > 0.0
-            and not noise.traced_in_part(g, o, SHORT_EVENT_S, TRACED_COUNT_RATIO, WHOLE_EVENTS_TOLERANCE)}
-
-
-def _across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence[tuple[Profile, Profile]]
-                  ) -> list[tuple[Test, dict[str, object]]]:
-    """The host's groups tested across the pairs of processes (``noise.replicate_tests``), each family
-    (``ACROSS_FAMILIES``) with its own prior for the spread: a group traced in full on both sides of at least
-    ``MIN_ACROSS_PAIRS`` pairs is tested across those pairs on its log-ratios, and its change given as what
-    those pairs moved in seconds, on average. Two processes run a group, a tf.data stage and the consumer's wait each their own way for as
-    long as they live (autotune's choices, thread placement); one pair cannot tell that from a change, and
-    tested within one pair the default-option pipeline's stages, its input wait and a short op traced in some
-    processes only were blamed in 16 of 200 A/A draws (five pairs, ``benchmarks/explain_pairs_offline.py``).
-
-    An op missing from a side of the first pair, or traced there in part, but found on that side in another
-    pair, exists in both versions: the tracer left it out of one process (TensorFlow traces short ops only
-    while its cost model deems them expensive; a 15 us ``RealDiv`` in a tf.data map appeared or vanished in 8
-    of 40 A/A draws of a pipeline). Such an op is tested across the pairs where it was traced, or not at all
-    where those are too few, never read as "appeared". A stage is traced whenever it runs, so one on a side
-    only is a pipeline of another shape; it, and a group found on one side of every pair, keep their one-pair
-    test (appeared, vanished). The change printed and ranked is the one tested (``Test.across``)."""
-    out = list(pending)
-    for kinds in ACROSS_FAMILIES:
-        per_pair = [_pair_logs(b, c, kinds) for b, c in pairs]
-        keys = set().union(*per_pair)
-        found = {k: [p[k] for p in per_pair if k in p] for k in keys}
-        moved = {k: [_seconds(k, b, c) for (b, c), p in zip(pairs, per_pair) if k in p] for k in keys}
-        logs = {k: v for k, v in found.items() if len(v) >= MIN_ACROSS_PAIRS}
-        levels = {k: _level(k, pairs) for k in logs}
-        tests = noise.replicate_tests(dict(sorted(logs.items())), levels)
-        for i, (test, info) in enumerate(out):
-            key = str(info["key"])
-            if info["kind"] not in kinds or (test.sides == 2 and not test.hidden and key not in found):
-                continue
-            if test.sides != 2 and info["kind"] not in noise.OP_KINDS:
-                continue  # a stage on one side only: a pipeline of another shape (above)
-            across = tests.get(key)
-            if across is None:
-                if key in found or _on_both_sides(key, pairs):
-                    # in both versions, but traced in too few pairs to read its spread between processes:
-                    # within one pair a short op a process happens to trace slower reads as a change
-                    out[i] = (replace(test, tested=False), info)
-                continue
-            # The test is the log-ratios'; the change printed and ranked is what the pairs moved in seconds, on
-            # average, and its standard error is scaled alike, so that ``shrunk`` over ``se`` stays the log-scale
-            # test. A wait or a stage can move by a factor of ten from a near-empty start: the log-ratios' mean
-            # at the first pair's level read a consumer's wait +25.3 ms where the step moved +3.4 ms (and ranked
-            # the stage that waited on a slower source before the source).
-            m, seconds = across.delta, stats.mean(moved[key])
-            if seconds * m <= 0.0:  # the pairs' seconds and their log-ratios disagree in sign: first order
-                seconds = levels[key] * m
-            per_log = seconds / m if m else 0.0
-            out[i] = (replace(test, shrunk=per_log * across.shrunk, se=abs(per_log) * across.se, df=across.df,
-                              across=seconds, pairs=len(logs[key]), sides=2, hidden=0.0),
-                      {**info, "how": "grew" if m >= 0 else "shrank", "below_cutoff": False})
-    return out
-
-
-def _seconds(key: str, base: Profile, current: Profile) -> float:
-    """A group's change in one pair of processes, seconds per iteration (a side without it counts as none)."""
-    b, c = base.group(key), current.group(key)
-    return (c.mean if c is not None else 0.0) - (b.mean if b is not None else 0.0)
-
-
-def _level(key: str, pairs: Sequence[tuple[Profile, Profile]]) -> float:
-    """A group's baseline time per iteration: the first pair's where it was traced there, else the first pair's
-    that traced it (its size for the prior's trend, and the level of the first-order change where the pairs'
-    seconds and log-ratios disagree in sign)."""
-    for b, _ in pairs:
-        g = b.group(key)
-        if g is not None and g.mean > 0.0:
-            return g.mean
-    return 0.0
-
-
-def _on_both_sides(key: str, pairs: Sequence[tuple[Profile, Profile]]) -> bool:
-    """Found in some baseline process and in some current one (not necessarily of one pair)."""
-    return any(b.group(key) is not None for b, _ in pairs) and any(c.group(key) is not None for _, c in pairs)
 
 
 def host_path_time(profile: Profile) -> float:

@@ -425,6 +425,16 @@ def _spread_beyond_windows(logs: Sequence[float], se2: Sequence[float], centre: 
     return hi
 
 
+# At host tracer level 2 TensorFlow's executor traces an op only while its cost model deems it expensive, and the
+# estimate follows the op's measured time: an op of a few microseconds is traced in some windows and processes and
+# not in others (a 6 us DecodeCSV in every window of one process, in none of another). A group of such short ops
+# present on both sides but missing from some windows, or traced as TRACED_COUNT_RATIO times the events on one
+# side, was not measured there: the worst case (its whole size) is added to what may hide (``traced_in_part``).
+SHORT_EVENT_S = 20e-6
+TRACED_COUNT_RATIO = 4.0
+WHOLE_EVENTS_TOLERANCE = 1e-3
+
+
 def traced_in_part(b: Group | None, c: Group | None, short_event_s: float, count_ratio: float,
                    whole_tolerance: float) -> bool:
     """Short ops present on both sides but missing from some of a side's windows, or traced as far fewer events

@@ -57,7 +57,7 @@ class Group:
     parallel: bool | None = None  # stages: whether it ran on more than one thread
     # Op groups: seconds one traced op event took, on average. At host tracer level 2 TensorFlow traces an op only
     # while its executor's cost model deems it expensive, so ops of a few microseconds are traced in some windows
-    # and processes and not in others (attribution.SHORT_EVENT_S). Optional in the stored form: older profiles lack it.
+    # and processes and not in others (noise.SHORT_EVENT_S). Optional in the stored form: older profiles lack it.
     per_event: float | None = None
     # Op groups: traced op events an iteration (their count over the iterations profiled). A whole number when every
     # op of the group was traced on every iteration; a fraction when TensorFlow traced some and not others.
