@@ -50,7 +50,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,18 @@ class Partner:
             freeze.cont(self._process.pid)
         self._frozen = False
 
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The partner process stopped for the duration, where freezing is on (``against.freeze``): another
+        process's profiled pass runs meanwhile, and this one's tf.data threads would refill its buffers after
+        its own pass or rounds on the cores being timed."""
+        if self.freezing:
+            self.freeze()
+        try:
+            yield
+        finally:
+            self.thaw()
+
     @property
     def log_path(self) -> Path | None:
         return None if self._scratch is None else self._scratch / "partner.log"
@@ -122,6 +135,11 @@ class Partner:
             self._start(greet=False)
         except PartnerError:
             pass
+
+    def await_started(self) -> None:
+        """Wait until the process has imported and collected its tests (its hello read); PartnerError if it
+        cannot start."""
+        self._start()
 
     def _start(self, *, greet: bool = True) -> Channel:
         if self._broken is not None:
@@ -243,6 +261,7 @@ class Partner:
     def release_held(self) -> None:
         """Let the partner's held test end (it waited for a ``profile`` request that did not come)."""
         run, self.held = self.held, None
+        self.thaw()  # a stopped process would never read the release
         if run is not None:
             run.release()
 
@@ -468,9 +487,10 @@ class PairedRun:
         longer than ``timeout_s``: a partner that has not answered by then is stopped (``Partner.abandon``)."""
         if self._partner.held is not self:
             return None, "the partner no longer holds this test's workload"
+        self._partner.thaw()  # a stopped process would never answer
         try:
             self._channel.send(op="profile", rootdir=rootdir, test_id=test_id, side=side, iterations=iterations,
-                               variant=variant)
+                               variant=variant, timeout_s=timeout_s)
             answer = self._channel.receive(timeout_s)
         except PartnerError as exc:
             why = f"the partner's profiled pass gave no answer ({exc}); that partner process was stopped"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     import pytest
 
 PROTOCOL = 3  # bumped when the messages change: both sessions must speak the same one
+# The longest a profiled pass keeps the coordinator stopped when its request names no deadline (an older coordinator).
+PROFILE_FREEZE_MAX_S = 120.0
 
 
 class Channel:
@@ -183,11 +186,26 @@ class PartnerServer:
                 return
             if op != "profile":
                 return  # "release" (or anything else: nothing is asked of this test any more)
+            # The coordinator stopped while this side's pass runs, as for a round: its threads (a tf.data
+            # pipeline refilling its buffers) must not work on the cores this pass is timing. A pass stuck in
+            # TensorFlow's C++ must not keep it stopped: it runs again at its own deadline for the answer (a
+            # thread of this process's), and then stops this one (``PairedRun.profile``).
+            timer = None
+            if self.request.freeze:
+                self._frozen = freeze.stop(self.request.freeze)
+                timer = threading.Timer(float(message.get("timeout_s") or PROFILE_FREEZE_MAX_S), freeze.cont,
+                                        (self.request.freeze,))
+                timer.daemon = True
+                timer.start()
             try:
                 answer = profile(message)
             except Exception as exc:  # noqa: BLE001 - the coordinator must get an answer, whatever happened
                 answer = {"profile": None, "reason": f"the partner's profiled pass raised {type(exc).__name__}: "
                                                      f"{str(exc).strip()[:200]}"}
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                self._thaw_coordinator()
             try:
                 self.channel.send(op="profiled", **answer)
             except PartnerError:

@@ -350,9 +350,8 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
     """Profiles of both versions in ``config.explain_pairs - 1`` more pairs of processes, none of them a process the
     explanation's own pair used (this process and the partner it profiled), so that each pair is an
     independent draw of how two processes differ: [(the baseline's compact profile, this version's)], and a
-    line for each pair that could not be had. The last fresh pair's process of this tree, still holding the
-    test since its confirmation, is used as it is; every other process is started fresh. Called only for a
-    red verdict, after the explanation's own pair was profiled."""
+    line for each pair that could not be had. Every process is started fresh and both of a pair go through the
+    same steps. Called only for a red verdict, after the explanation's own pair was profiled."""
     from pytest_tfperf.against.partner_tree import PartnerError
 
     rootdir = os.path.abspath(session.rootdir)
@@ -360,24 +359,40 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
     out: RawProfiles = []
     notes: list[str] = []
     for pair in range(2, session.config.explain_pairs + 1):
-        ours = own.held if pair == 2 and own.held is not None and own.held.test_id == test_id else None
+        # Both processes fresh, started together; each sets up and warms up once both have imported and collected,
+        # and in turn: this tree's process stopped (``Partner.frozen``) from the moment it holds the test through
+        # the other's set-up, rounds and profiled pass, and the other stopped through its pass. A process runs a
+        # tf.data pipeline its own way for as long as it lives (autotune's choices), and one left running refills
+        # its buffers on the cores the other is timing. (With this tree's process set up first beside the other's
+        # import, the last confirmation's process reused, and nothing stopped, the default-option pipeline's map
+        # stage read faster in this tree's process in 7 of 8 A/A pairs: the kept profiles in
+        # benchmarks/results/explain_kept_profiles/aa_dev_c599814.)
         try:
-            if ours is None:
-                own.restart()
-                own.prestart()  # starting while the other one starts, not after it is warm
-            base.restart()  # never the partner process profiled already: its pair would not be independent
+            own.restart()  # never a process profiled already: its pair would not be independent
+            own.prestart()
+            base.restart()
             base.prestart()
-            if ours is None:
-                ours = _held(own, test_id, settings)
-            theirs = _held(base, test_id, settings)
+            own.await_started()
+            base.await_started()
+            ours = _held(own, test_id, settings)
         except PartnerError as exc:
             notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "
                          f"were tested across {pair - 1}")
             break
-        raw_theirs, why = theirs.profile(rootdir=rootdir, test_id=test_id, side=f"partner-{pair}",
-                                         iterations=iterations, timeout_s=timeout_s)
-        raw_ours, why_ours = (None, None) if raw_theirs is None else ours.profile(
-            rootdir=rootdir, test_id=test_id, side=f"this-{pair}", iterations=iterations, timeout_s=timeout_s)
+        with own.frozen():
+            try:
+                theirs = _held(base, test_id, settings)
+            except PartnerError as exc:
+                notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "
+                             f"were tested across {pair - 1}")
+                break
+            raw_theirs, why = theirs.profile(rootdir=rootdir, test_id=test_id, side=f"partner-{pair}",
+                                             iterations=iterations, timeout_s=timeout_s)
+        raw_ours, why_ours = None, None
+        if raw_theirs is not None:
+            with base.frozen():
+                raw_ours, why_ours = ours.profile(rootdir=rootdir, test_id=test_id, side=f"this-{pair}",
+                                                  iterations=iterations, timeout_s=timeout_s)
         if raw_theirs is None or raw_ours is None:
             notes.append(f"pair {pair} of processes could not be profiled ({why or why_ours}); the groups were "
                          f"tested across {pair - 1}")

@@ -26,6 +26,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -338,14 +339,17 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
                     workload: Workload, measured_s: float, median_s: float, budget_s: float, rootdir: str | Path, *,
                     profiler: Profiler | None = None, rounds_s: float | None = None,
                     more_pairs: Callable[[int], tuple[Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-                                                      Sequence[str]]] | None = None) -> Explanation:
+                                                      Sequence[str]]] | None = None,
+                    partner_stopped: Callable[[], AbstractContextManager[object]] = nullcontext) -> Explanation:
     """A ``--tfperf-against`` regression: the partner profiles its side in its own process
     (``profile_partner(iterations)`` gives its compact profile as a dict, or why there is none), then this side
     is profiled here (``this``, within ``rounds_s``: this side's measured rounds), one after the other, and
     ``measured_s`` (the verdict's change, ``orchestrate.verdict_change_s``) attributed.
     ``more_pairs(iterations)``: both sides profiled in other pairs of processes ([(partner's, this version's)],
     and a line for each pair it could not have), so that each group is tested across the pairs
-    (``profiling.attribution``'s ``replicates``)."""
+    (``profiling.attribution``'s ``replicates``). ``partner_stopped()``: the partner process stopped while this
+    side is profiled (``Partner.frozen``): a tf.data pipeline refills its buffers after its own pass, on the
+    cores this side's pass is timing."""
     from pytest_tfperf.profiling.profile_model import ProfileFormatError
 
     iterations = iterations_for(median_s, budget_s)
@@ -361,8 +365,9 @@ def explain_against(test_id: str, profile_partner: Callable[[int], tuple[Mapping
             why = f"the partner's profile cannot be read ({exc}); install the same pytest-tfperf for both trees"
     current = None
     if base is not None:
-        current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler, rounds_s, cost,
-                                    median_s=median_s + measured_s)
+        with partner_stopped():
+            current, why = profile_side(workload, rootdir, test_id, "this", iterations, profiler, rounds_s, cost,
+                                        median_s=median_s + measured_s)
         if why is not None:
             why = why.replace("the this side", "this side", 1)  # profile_side names a side "the <side> side"
     replicates: list[tuple[Profile, Profile]] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pytest_tfperf.measuring.workload import RunSettings, Workload
@@ -214,7 +215,8 @@ def _explain_against(session: ExplainingSession, o: Outcome, workload: Workload,
     return explain_against(test_id, profile_partner, workload, measured_s=verdict_change_s(o, reference),
                            median_s=reference.median_s, budget_s=settings.budget_s, rootdir=session.rootdir,
                            profiler=session.profiler, rounds_s=rounds_seconds(o.measurement.timings),
-                           more_pairs=pairs if more_pairs is not None else None)
+                           more_pairs=pairs if more_pairs is not None else None,
+                           partner_stopped=partner.frozen if partner is not None else nullcontext)
 
 
 def profile_for_coordinator(profiler: Profiler | None, workloads: dict[str, Workload], message: dict[str, Any],

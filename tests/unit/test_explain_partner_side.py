@@ -3,6 +3,8 @@ trouble on either side is one line. Fake profilers; the protocol itself is tests
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,25 @@ def test_the_partners_profile_is_the_base_and_this_side_is_profiled_after_it(tmp
     assert out.lines[-1].strip() == (f"raw profiles: tensorboard --logdir {tmp_path / 'p'} (baseline), "
                              f"tensorboard --logdir {fake.calls[0][1]} (current)")
     assert out.to_dict()["causes"][0]["key"] == "layer:planted"
+
+
+def test_this_side_is_profiled_with_the_partner_process_stopped_and_only_then(tmp_path: Path) -> None:
+    events: list[str] = []
+
+    @contextmanager
+    def partner_stopped() -> Iterator[None]:
+        events.append("partner stopped")
+        yield
+        events.append("partner resumed")
+
+    def partner(iterations: int) -> tuple[dict[str, Any] | None, str | None]:
+        events.append("partner profiled")
+        return BASE.to_dict(), None
+
+    this = Workload(call=lambda: events.append("this profiled"))
+    explain_against("t.py::test_x", partner, this, measured_s=8 * MS, median_s=20 * MS, budget_s=2.0,
+                    rootdir=tmp_path, profiler=FakeProfiler(this=PLANTED), partner_stopped=partner_stopped)
+    assert events == ["partner profiled", "partner stopped", "this profiled", "partner resumed"]
 
 
 def test_no_partner_profile_is_one_line_and_this_side_is_not_profiled(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -243,7 +245,7 @@ def test_a_held_partner_profiles_its_side_into_the_folder_named_and_is_released(
     assert run.profile(rootdir="/r", test_id="t.py::test_a", side="partner", iterations=7, timeout_s=5.0) == (
         {"version": 1}, None)
     assert channel.sent[-1] == {"op": "profile", "rootdir": "/r", "test_id": "t.py::test_a", "side": "partner",
-                                "iterations": 7, "variant": None}
+                                "iterations": 7, "variant": None, "timeout_s": 5.0}
     run.release()
     assert channel.sent[-1] == {"op": "release"} and partner.held is None and not partner.abandoned
     # Released: nothing more is asked of it.
@@ -301,6 +303,80 @@ def test_a_held_partner_test_answers_profile_requests_until_released() -> None:
     assert channel.sent[1]["profile"] is None
     assert channel.sent[1]["reason"] == "the partner's profiled pass raised RuntimeError: the step broke"
     assert not channel.answers
+
+
+def test_a_held_partner_stops_the_coordinator_while_its_pass_runs_and_lets_it_run_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_tfperf.against import partner_server
+
+    events: list[str] = []
+    monkeypatch.setattr(partner_server.freeze, "stop", lambda pid: events.append(f"stop {pid}") or True)
+    monkeypatch.setattr(partner_server.freeze, "cont", lambda pid: events.append(f"cont {pid}"))
+    channel = ScriptedChannel([{"op": "profile", "iterations": 3}, {"op": "profile", "iterations": 4},
+                               {"op": "release"}])
+    server = PartnerServer(channel)  # type: ignore[arg-type]
+    server.request = Request("t.py::test_a", 2, 0.5, explain=True, freeze=4321)
+
+    def profile(message: dict[str, Any]) -> dict[str, Any]:
+        events.append(f"pass {message['iterations']}")
+        if message["iterations"] == 4:
+            raise RuntimeError("the step broke")
+        return {"profile": None, "reason": "unused"}
+
+    server.hold(profile)
+    # a pass that raised lets the coordinator run too
+    assert events == ["stop 4321", "pass 3", "cont 4321", "stop 4321", "pass 4", "cont 4321"]
+    # A pass stuck past the coordinator's deadline for its answer lets the coordinator run at that deadline (which
+    # then stops this process): here the pass waits until the coordinator is let run.
+    events.clear()
+    let_run = threading.Event()
+    monkeypatch.setattr(partner_server.freeze, "cont", lambda pid: (events.append(f"cont {pid}"), let_run.set()))
+    stuck = PartnerServer(ScriptedChannel([{"op": "profile", "iterations": 5, "timeout_s": 0.01}]))  # type: ignore[arg-type]
+    stuck.request = Request("t.py::test_a", 2, 0.5, explain=True, freeze=4321)
+
+    def stuck_pass(message: dict[str, Any]) -> dict[str, Any]:
+        assert let_run.wait(60.0)
+        events.append("pass ended")
+        return {"profile": None, "reason": "unused"}
+
+    stuck.hold(stuck_pass)
+    assert events[:3] == ["stop 4321", "cont 4321", "pass ended"]
+    # A coordinator that asked not to be stopped (freezing off) is not.
+    events.clear()
+    quiet = PartnerServer(ScriptedChannel([{"op": "profile", "iterations": 3}]))  # type: ignore[arg-type]
+    quiet.request = Request("t.py::test_a", 2, 0.5, explain=True)
+    quiet.hold(profile)
+    assert events == ["pass 3"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the process state is read from /proc (Linux)")
+def test_a_partner_process_is_stopped_inside_frozen_and_before_a_profile_or_release_runs_again(
+        tmp_path: Path) -> None:
+    from pytest_tfperf.against import freeze
+
+    partner = Partner("HEAD~1", current_root=tmp_path, invocation_dir=tmp_path, test_args=[], timeout_s=1.0)
+    process = subprocess.Popen(["sleep", "600"])
+    try:
+        partner._process, partner.freezing = process, True
+        def running() -> bool:  # SIGCONT is sent, not waited for: the state follows within moments
+            deadline = time.monotonic() + 5.0
+            while freeze._state(process.pid) in ("T", "t") and time.monotonic() < deadline:
+                time.sleep(0.001)
+            return freeze._state(process.pid) not in ("T", "t")
+
+        with partner.frozen():
+            assert freeze._state(process.pid) in ("T", "t")  # ``freeze.stop`` waits until it is stopped
+        assert running()
+        partner.freeze()
+        partner.release_held()  # a stopped process would never read the release
+        assert running()
+        partner.freezing = False
+        with partner.frozen():  # freezing off (TFPERF_FREEZE=0, the duet design): it runs on
+            assert running()
+    finally:
+        partner._process = None
+        process.kill()
+        process.wait()
 
 
 def test_exit_while_held_ends_the_test_and_the_partner_session() -> None:

@@ -4,6 +4,8 @@ regression confirmed by two fresh pairs of processes, one after the other, befor
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -466,12 +468,21 @@ class HoldingProcess:
     def release_held(self) -> None:
         self.held = None
 
+    def await_started(self) -> None:
+        self.log.append(f"{self.side}{self.generation} started")
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        self.log.append(f"{self.side}{self.generation} stopped")
+        yield
+        self.log.append(f"{self.side}{self.generation} resumed")
+
 
 def test_a_red_verdict_is_profiled_in_more_pairs_none_sharing_a_process_with_another() -> None:
     """The explanation's own pair is this process and the partner process that profiled beside it (B1 here);
-    the fresh pair's process of this tree (A1) still holds the test and is used as it is, beside a fresh
-    partner (B2); every later pair is two fresh processes (A2 and B3, then A3 and B4, A4 and B5: the default five
-    pairs)."""
+    the last confirmation's process of this tree (A1) still holds the test and is not used: every later pair is
+    two fresh processes (A2 and B2, then A3 and B3, A4 and B4, A5 and B5: the default five pairs), both started
+    and past their import before either sets up the test."""
     from pytest_tfperf.against import plan
 
     s = session()
@@ -482,11 +493,30 @@ def test_a_red_verdict_is_profiled_in_more_pairs_none_sharing_a_process_with_ano
     base.held, own.held = HoldingRun(base, TEST_ID), HoldingRun(own, TEST_ID)
     pairs, notes = plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0)
     assert notes == []
-    assert [(b["process"], c["process"]) for b, c in pairs] == [("B2", "A1"), ("B3", "A2"), ("B4", "A3"), ("B5", "A4")]
+    assert [(b["process"], c["process"]) for b, c in pairs] == [("B2", "A2"), ("B3", "A3"), ("B4", "A4"), ("B5", "A5")]
     assert "A1 begin" not in log and "B2 round 0" in log and "B2 round 1" in log  # warmed up, 2 rounds
-    # the third pair's two fresh processes are started together, before either warms up
-    assert log.index("A2 start") < log.index("B3 start") < log.index("A2 begin") < log.index("B3 begin")
+    # each pair's two fresh processes are started together and past their import before either sets up the test
+    for n in (2, 3):
+        assert log.index(f"A{n} start") < log.index(f"B{n} start") < log.index(f"A{n} started") \
+            < log.index(f"B{n} started") < log.index(f"A{n} begin") < log.index(f"B{n} begin")
     assert own.held is None  # released: the process of this tree waits for nothing more
+
+
+def test_each_side_of_a_fresh_pair_is_profiled_with_the_other_process_stopped() -> None:
+    """The process not being profiled would refill its tf.data buffers on the cores the other's pass times: each
+    pass runs with the other side's process stopped (``Partner.frozen``), and that process resumes after it."""
+    from pytest_tfperf.against import plan
+
+    s, log = holding_session(explain_pairs=3)
+    pairs, notes = plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0)
+    assert notes == [] and len(pairs) == 2
+    for n in (2, 3):
+        ours, theirs = f"A{n - 1}", f"B{n - 1}"  # the fakes count generations from the first restart
+        # this tree's process stopped once it holds the test, through the other's set-up and rounds and pass
+        at = [log.index(line) for line in (f"{ours} round 1", f"{ours} stopped", f"{theirs} begin",
+                                           f"{theirs} round 1", f"{theirs} profiled as partner-{n}", f"{ours} resumed",
+                                           f"{theirs} stopped", f"{ours} profiled as this-{n}", f"{theirs} resumed")]
+        assert at == sorted(at), (ours, theirs, log)
 
 
 def test_a_pair_that_cannot_be_profiled_ends_the_search_and_says_across_how_many_pairs() -> None:
