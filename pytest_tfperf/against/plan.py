@@ -43,7 +43,8 @@ from pytest_tfperf.session.outcome import Outcome, borderline
 
 if TYPE_CHECKING:  # annotations only: the partner is started, and the verdict's module loaded, on first use
     from pytest_tfperf.gates.verdict import MetricVerdict, Tolerances
-    from pytest_tfperf.against.partner import PairedRun, Partner
+    from pytest_tfperf.against.paired_run import PairedRun
+    from pytest_tfperf.against.partner import Partner
 
 # The session's measurement with a partner's pace hook and a log of this side's throughput per round.
 Measure = Callable[[Callable[[str, int], bool | None] | None, list[float] | None], dict[str, Measurement]]

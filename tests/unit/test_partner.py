@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_tfperf.model import Measurement, Timings
-from pytest_tfperf.against.partner import PairedRun, Partner
+from pytest_tfperf.against.paired_run import PairedRun
+from pytest_tfperf.against.partner import Partner
 from pytest_tfperf.against.partner_server import ENV_FDS, PROTOCOL, Channel, PartnerServer, Request
 from pytest_tfperf.session.git_tree import mapped_directory
 from pytest_tfperf.against.partner_tree import PartnerError, checkout, partner_environment, resolve_against
@@ -504,7 +505,7 @@ class AnsweringPartner(FakePartner):
 
     freezing = True
 
-    def _answer_to_run(self, channel: Any, test_id: str) -> str | None:
+    def answer_to_run(self, channel: Any, test_id: str) -> str | None:
         answer = channel.receive(1.0)
         if answer["op"] == "ready":
             self.freeze()
