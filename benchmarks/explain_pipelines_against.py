@@ -227,6 +227,18 @@ HELDOUT4: dict[str, tuple[str, str, str, int, Callable[[str], bool]]] = {
 
 ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4}
 
+# Unchanged pipelines through the plugin's own path (``--set aa``): revision B is revision A with a comment added,
+# and every verdict is explained as if it were red (``explain_models_against.FORCE_CONFTEST``), its five pairs of
+# processes profiled, so that what the explanation blames on unchanged code is counted. The healthy pipelines of
+# the held-out sets 3 and 4 (none of them a pipeline any rule was chosen on), each distinct one once.
+AA_FROM = ("tokenize_in_python", "window_flat_map", "augment_per_image", "example_parse_in_python",
+           "padded_to_max_length", "flat_map_unbatch", "one_hot_targets")
+AA: dict[str, tuple[str, str, str, int, Callable[[str], bool]]] = {
+    f"aa_{name}": (f"A/A: the healthy pipeline of {name}", ALL[name][1], ALL[name][1], ALL[name][3],
+                   lambda stage: False)
+    for name in AA_FROM}
+ALL.update(AA)
+
 HELPERS = '''
 
 def parse(i):
@@ -404,7 +416,7 @@ def make_repo(repo: Path, case: str) -> None:
     (repo / ".gitignore").write_text(".tfperf/\n*.json\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "A: healthy")
-    (repo / "pipeline.py").write_text(pipeline_module(regressed, items))
+    (repo / "pipeline.py").write_text(pipeline_module(regressed, items) + ("\n# revision B\n" if case in AA else ""))
     git(repo, "commit", "-qam", f"B: {case}")
 
 
@@ -450,11 +462,19 @@ def find_explanation(doc: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def session(repo: Path, case: str, index: int) -> dict[str, Any]:
+def session(repo: Path, case: str, index: int, keep: Path | None = None) -> dict[str, Any]:
     out = repo / f"results-{index}.json"
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", "--tfperf-against=HEAD~1",
                "--tfperf-json", str(out), "-q"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if keep is not None or case in AA:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from explain_models_against import FORCE_CONFTEST, KEEP_CONFTEST
+
+        (repo / "conftest.py").write_text((KEEP_CONFTEST if keep is not None else "")
+                                          + (FORCE_CONFTEST if case in AA else ""))
+        if keep is not None:
+            env["TFPERF_KEEP_PROFILES"] = str(keep / case / str(index))
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
     wall = time.perf_counter() - started
@@ -468,7 +488,16 @@ def session(repo: Path, case: str, index: int) -> dict[str, Any]:
             "explained": isinstance(data, Mapping) and "causes" in data, "named_first": first,
             "stage": stage_name(first), "planted_first": bool(ALL[case][4](stage_name(first))),
             "nothing_moved": said_nothing_moved(lines),
+            "blamed": blamed(data),
             "lines": lines, "tail": "" if lines else (proc.stdout + proc.stderr)[-3000:]}
+
+
+def blamed(data: Mapping[str, Any] | None) -> list[str]:
+    """What an explanation put beyond its noise: its causes, then the pipeline's stages and functions."""
+    if not isinstance(data, Mapping):
+        return []
+    return [str(c.get("key") or c.get("label")) for part in ("causes", "pipeline")
+            for c in data.get(part) or [] if isinstance(c, Mapping)]
 
 
 def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: int = 500) -> list[str]:
@@ -505,9 +534,34 @@ def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: 
     return md
 
 
+def write_aa(report: dict[str, Any], out: Path) -> list[str]:
+    """An A/A run: how many explanations (each verdict explained as if red) blamed anything on unchanged code."""
+    runs = report["runs"]
+    explained = [r for r in runs if r["explained"]]
+    report["summary"] = {"sessions": len(runs), "red": sum(r["red"] for r in runs), "explained": len(explained),
+                         "blamed": sum(bool(r["blamed"]) for r in explained)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(str(out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
+    s = report["summary"]
+    md = [f"# Unchanged default-option pipelines explained under --tfperf-against (commit {report['commit']})", "",
+          f"`{report['command']}`, {report['started']} to {report['finished']}, {report['cores']} CPUs", "",
+          f"- explanations (every verdict explained as if red): {s['explained']} of {s['sessions']} sessions; "
+          f"anything blamed on the unchanged code: {s['blamed']} of {s['explained']}; red verdicts (false "
+          f"alarms of the gate): {s['red']}", "",
+          "| case | session | verdict | blamed | load |", "|---|---|---|---|---|"]
+    for r in runs:
+        verdict = re.sub(r"\s+", " ", r["verdict"])[:80].replace("|", "/")
+        md.append(f"| {r['case']} | {r['session']} | {verdict or ('rc ' + str(r['returncode']))} | "
+                  f"{', '.join(f'`{b}`' for b in r['blamed']) or '-'} | {r['load']} |")
+    Path(str(out) + ".md").write_text("\n".join(md) + "\n")
+    return md
+
+
 def write(report: dict[str, Any], out: Path) -> list[str]:
     """The JSON and the Markdown table of a run (its summary computed from its runs)."""
     runs = report["runs"]
+    if runs and all(r["case"] in AA for r in runs):
+        return write_aa(report, out)
     red = [r for r in runs if r["red"]]
     report["summary"] = {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
                          "planted_first": sum(r["planted_first"] for r in red),
@@ -531,14 +585,18 @@ def write(report: dict[str, Any], out: Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
-    parser.add_argument("--set", choices=("dev", "heldout", "heldout2", "heldout3", "heldout4"),
+    parser.add_argument("--set", choices=("dev", "heldout", "heldout2", "heldout3", "heldout4", "aa"),
                         default="dev",
                         help="dev: the four cases the own-change rule was chosen on; heldout: four written after it "
                              "(the settling chosen on their run); heldout2: four written after the settling (its "
                              "move inside the pass chosen on their run); heldout3: four written after that; "
-                             "heldout4: four written after c599814, before any run of them")
+                             "heldout4: four written after c599814, before any run of them; aa: the healthy "
+                             "pipelines of heldout3 and heldout4 on both sides, every verdict explained as if red")
     parser.add_argument("--cases", nargs="*", help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_pipelines_against")
+    parser.add_argument("--keep-profiles", type=Path, metavar="DIR",
+                        help="keep each explanation's compact profiles (every pair's) under DIR/<case>/<session>/ "
+                             "(an absolute path)")
     parser.add_argument("--summarise", type=Path, metavar="JSON",
                         help="only write the Markdown again from a results file (flags read again from its lines)")
     parser.add_argument("--plain", nargs="+", metavar="CASE", choices=list(ALL),
@@ -558,19 +616,21 @@ def main() -> int:
     started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tfperf-pipe-against-") as tmp:
-        sets = {"dev": CASES, "heldout": HELDOUT, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "heldout4": HELDOUT4}
+        sets = {"dev": CASES, "heldout": HELDOUT, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "heldout4": HELDOUT4,
+                "aa": AA}
         for case in args.cases or list(sets[args.set]):
             repo = Path(tmp) / case
             make_repo(repo, case)
             for i in range(args.sessions):
-                r = session(repo, case, i)
+                r = session(repo, case, i, args.keep_profiles)
                 runs.append(r)
                 print(f"{case} {i}: rc {r['returncode']} {r['verdict'][:90]!r} first {r['named_first']!r} "
                       f"planted {r['planted_first']} {r['wall_s']} s load {r['load']}", flush=True)
     finished = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     report = {"commit": commit, "started": started, "finished": finished, "cores": os.cpu_count(),
               "command": "PYTHONPATH=$PWD .venv/bin/python benchmarks/explain_pipelines_against.py "
-                         f"--sessions {args.sessions} --set {args.set}", "runs": runs}
+                         f"--sessions {args.sessions} --set {args.set}"
+                         + (f" --keep-profiles {args.keep_profiles}" if args.keep_profiles else ""), "runs": runs}
     print("\n".join(write(report, args.out)))
     return 0
 
