@@ -87,6 +87,21 @@ def test_unchanged_code_says_nothing_moved_beyond_its_noise() -> None:
                                                 "(3 groups compared; a move of ")
 
 
+def test_a_group_kept_on_one_side_and_left_in_the_others_rest_does_not_move_the_rest() -> None:
+    """A/A: a 2.5 us op kept in one process's profile (its rest then empty) and left with the groups beyond the top
+    kept in the other's: the rest reads -2.5 us against a noise of nothing, which is no change of the code."""
+    tiny = (0.0025, 0.0024, 0.0026, 0.0025, 0.0025)
+    kept = profile(*BASE.groups, group("op:m/tiny", tiny, kind="op"), other=(0.0,) * 5)
+    left_out = profile(*BASE.groups, other=tiny)
+    untraced = profile(*BASE.groups, other=(0.0,) * 5)  # the short op not traced in this process at all
+    for base, current in ((left_out, kept), (kept, left_out), (left_out, untraced), (untraced, left_out)):
+        att = attribute(base, current, 0.0)
+        assert all(c.key != "other" for c in att.causes), explanation_lines(att)
+    # A rest that grew by more than any group could have moved across the cut is still a cause.
+    grown = profile(*BASE.groups, other=tuple(v + 3.0 for v in tiny))
+    assert [c.key for c in attribute(left_out, grown, 3.0 * MS).causes] == ["other"]
+
+
 def test_a_change_inside_its_window_to_window_spread_is_not_a_cause() -> None:
     jumpy = (6.0, 14.0, 7.0, 13.0, 10.0)  # a spread of several ms between windows
     base = profile(group("layer:m/dense", jumpy))
