@@ -361,13 +361,16 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
     notes: list[str] = []
     for pair in range(2, session.config.explain_pairs + 1):
         # Both processes fresh, started together; each sets up and warms up once both have imported and collected,
-        # and in turn: this tree's process stopped (``Partner.frozen``) from the moment it holds the test through
-        # the other's set-up, rounds and profiled pass, and the other stopped through its pass. A process runs a
-        # tf.data pipeline its own way for as long as it lives (autotune's choices), and one left running refills
-        # its buffers on the cores the other is timing. (With this tree's process set up first beside the other's
-        # import, the last confirmation's process reused, and nothing stopped, the default-option pipeline's map
-        # stage read faster in this tree's process in 7 of 8 A/A pairs: the kept profiles in
-        # benchmarks/results/explain_kept_profiles/aa_dev_c599814.)
+        # one after the other, and is then profiled with the other stopped (``Partner.frozen``): the one set up
+        # first is stopped from the moment it holds the test through the other's set-up, rounds and pass, and is
+        # profiled second. Which version goes first alternates from pair to pair, so that what this order does
+        # to a pass (a process stopped for seconds, a pass right after another's) falls on each version alike
+        # and reads as spread across the pairs, not as a change. (Always this tree's version first, nothing
+        # stopped and the last confirmation's process reused: a default-option pipeline's map stage read faster
+        # in this tree's process in 7 of 8 A/A pairs; the same order with the first one stopped: a text
+        # pipeline's small stages read 2-5x slower in it in 7 of 8.)
+        first, second = (own, base) if pair % 2 == 0 else (base, own)
+        side = {id(own): f"this-{pair}", id(base): f"partner-{pair}"}
         try:
             own.restart()  # never a process profiled already: its pair would not be independent
             own.prestart()
@@ -375,27 +378,28 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
             base.prestart()
             own.await_started()
             base.await_started()
-            ours = _held(own, test_id, settings)
+            held_first = _held(first, test_id, settings)
         except PartnerError as exc:
             notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "
                          f"were tested across {pair - 1}")
             break
-        with own.frozen():
+        with first.frozen():
             try:
-                theirs = _held(base, test_id, settings)
+                held_second = _held(second, test_id, settings)
             except PartnerError as exc:
                 notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "
                              f"were tested across {pair - 1}")
                 break
-            raw_theirs, why = theirs.profile(rootdir=rootdir, test_id=test_id, side=f"partner-{pair}",
-                                             iterations=iterations, timeout_s=timeout_s)
-        raw_ours, why_ours = None, None
-        if raw_theirs is not None:
-            with base.frozen():
-                raw_ours, why_ours = ours.profile(rootdir=rootdir, test_id=test_id, side=f"this-{pair}",
+            raw_second, why = held_second.profile(rootdir=rootdir, test_id=test_id, side=side[id(second)],
                                                   iterations=iterations, timeout_s=timeout_s)
+        raw_first, why_first = None, None
+        if raw_second is not None:
+            with second.frozen():
+                raw_first, why_first = held_first.profile(rootdir=rootdir, test_id=test_id, side=side[id(first)],
+                                                          iterations=iterations, timeout_s=timeout_s)
+        raw_ours, raw_theirs = (raw_first, raw_second) if first is own else (raw_second, raw_first)
         if raw_theirs is None or raw_ours is None:
-            notes.append(f"pair {pair} of processes could not be profiled ({why or why_ours}); the groups were "
+            notes.append(f"pair {pair} of processes could not be profiled ({why or why_first}); the groups were "
                          f"tested across {pair - 1}")
             break
         out.append((raw_theirs, raw_ours))

@@ -497,26 +497,35 @@ def test_a_red_verdict_is_profiled_in_more_pairs_none_sharing_a_process_with_ano
     assert "A1 begin" not in log and "B2 round 0" in log and "B2 round 1" in log  # warmed up, 2 rounds
     # each pair's two fresh processes are started together and past their import before either sets up the test
     for n in (2, 3):
+        first, second = (f"A{n}", f"B{n}") if n % 2 == 0 else (f"B{n}", f"A{n}")
         assert log.index(f"A{n} start") < log.index(f"B{n} start") < log.index(f"A{n} started") \
-            < log.index(f"B{n} started") < log.index(f"A{n} begin") < log.index(f"B{n} begin")
+            < log.index(f"B{n} started") < log.index(f"{first} begin") < log.index(f"{second} begin")
     assert own.held is None  # released: the process of this tree waits for nothing more
 
 
-def test_each_side_of_a_fresh_pair_is_profiled_with_the_other_process_stopped() -> None:
+def test_each_side_of_a_fresh_pair_is_profiled_with_the_other_process_stopped_and_the_order_alternates() -> None:
     """The process not being profiled would refill its tf.data buffers on the cores the other's pass times: each
-    pass runs with the other side's process stopped (``Partner.frozen``), and that process resumes after it."""
+    pass runs with the other side's process stopped (``Partner.frozen``), and that process resumes after it. The
+    process set up first is stopped through the other's set-up, rounds and pass, and profiled second; which
+    version goes first alternates, so that this order's effect on a pass falls on both versions alike."""
     from pytest_tfperf.against import plan
 
-    s, log = holding_session(explain_pairs=3)
+    s, log = holding_session(explain_pairs=5)
     pairs, notes = plan.profile_fresh_pairs(s, TEST_ID, RunSettings(rounds=20), iterations=5, timeout_s=60.0)
-    assert notes == [] and len(pairs) == 2
-    for n in (2, 3):
+    assert notes == [] and len(pairs) == 4
+    assert [(b["process"], c["process"]) for b, c in pairs] == [("B1", "A1"), ("B2", "A2"), ("B3", "A3"), ("B4", "A4")]
+    firsts = []
+    for n in (2, 3, 4, 5):
         ours, theirs = f"A{n - 1}", f"B{n - 1}"  # the fakes count generations from the first restart
-        # this tree's process stopped once it holds the test, through the other's set-up and rounds and pass
-        at = [log.index(line) for line in (f"{ours} round 1", f"{ours} stopped", f"{theirs} begin",
-                                           f"{theirs} round 1", f"{theirs} profiled as partner-{n}", f"{ours} resumed",
-                                           f"{theirs} stopped", f"{ours} profiled as this-{n}", f"{theirs} resumed")]
-        assert at == sorted(at), (ours, theirs, log)
+        first, second = (ours, theirs) if log.index(f"{ours} begin") < log.index(f"{theirs} begin") else (theirs, ours)
+        firsts.append(first[0])
+        order = [f"{first} round 1", f"{first} stopped", f"{second} begin", f"{second} round 1",
+                 f"{second} profiled as", f"{first} resumed", f"{second} stopped", f"{first} profiled as",
+                 f"{second} resumed"]
+        at = [next(i for i, line in enumerate(log) if line.startswith(step)) for step in order]
+        assert at == sorted(at), (first, second, log)
+        assert f"{ours} profiled as this-{n}" in log and f"{theirs} profiled as partner-{n}" in log
+    assert firsts == ["A", "B", "A", "B"]
 
 
 def test_a_pair_that_cannot_be_profiled_ends_the_search_and_says_across_how_many_pairs() -> None:
