@@ -534,52 +534,45 @@ def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: 
     return md
 
 
-def write_aa(report: dict[str, Any], out: Path) -> list[str]:
-    """An A/A run: how many explanations (each verdict explained as if red) blamed anything on unchanged code."""
-    runs = report["runs"]
-    explained = [r for r in runs if r["explained"]]
-    report["summary"] = {"sessions": len(runs), "red": sum(r["red"] for r in runs), "explained": len(explained),
-                         "blamed": sum(bool(r["blamed"]) for r in explained)}
+def _emit(report: dict[str, Any], out: Path, title: str, summary: str, columns: list[str],
+          cells: Callable[[dict[str, Any]], list[str]]) -> list[str]:
+    """The JSON and the Markdown table of a run: a row per session, its verdict first."""
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(str(out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
-    s = report["summary"]
-    md = [f"# Unchanged default-option pipelines explained under --tfperf-against (commit {report['commit']})", "",
+    md = [f"# {title} (commit {report['commit']})", "",
           f"`{report['command']}`, {report['started']} to {report['finished']}, {report['cores']} CPUs", "",
-          f"- explanations (every verdict explained as if red): {s['explained']} of {s['sessions']} sessions; "
-          f"anything blamed on the unchanged code: {s['blamed']} of {s['explained']}; red verdicts (false "
-          f"alarms of the gate): {s['red']}", "",
-          "| case | session | verdict | blamed | load |", "|---|---|---|---|---|"]
-    for r in runs:
+          f"- {summary}", "", "| case | session | verdict | " + " | ".join(columns) + " |",
+          "|---|---|---|" + "---|" * len(columns)]
+    for r in report["runs"]:
         verdict = re.sub(r"\s+", " ", r["verdict"])[:80].replace("|", "/")
         md.append(f"| {r['case']} | {r['session']} | {verdict or ('rc ' + str(r['returncode']))} | "
-                  f"{', '.join(f'`{b}`' for b in r['blamed']) or '-'} | {r['load']} |")
+                  + " | ".join(cells(r)) + " |")
     Path(str(out) + ".md").write_text("\n".join(md) + "\n")
     return md
 
 
 def write(report: dict[str, Any], out: Path) -> list[str]:
-    """The JSON and the Markdown table of a run (its summary computed from its runs)."""
+    """The JSON and the Markdown table of a run (its summary computed from its runs). An A/A run counts how many
+    explanations (each verdict explained as if red) blamed anything on unchanged code."""
     runs = report["runs"]
     if runs and all(r["case"] in AA for r in runs):
-        return write_aa(report, out)
+        explained = [r for r in runs if r["explained"]]
+        s = report["summary"] = {"sessions": len(runs), "red": sum(r["red"] for r in runs),
+                                 "explained": len(explained), "blamed": sum(bool(r["blamed"]) for r in explained)}
+        return _emit(report, out, "Unchanged default-option pipelines explained under --tfperf-against",
+                     f"explanations (every verdict explained as if red): {s['explained']} of {s['sessions']} "
+                     f"sessions; anything blamed on the unchanged code: {s['blamed']} of {s['explained']}; red "
+                     f"verdicts (false alarms of the gate): {s['red']}", ["blamed", "load"],
+                     lambda r: [", ".join(f"`{b}`" for b in r["blamed"]) or "-", str(r["load"])])
     red = [r for r in runs if r["red"]]
-    report["summary"] = {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
-                         "planted_first": sum(r["planted_first"] for r in red),
-                         "nothing_moved": sum(r["nothing_moved"] for r in red)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    Path(str(out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
-    s = report["summary"]
-    md = [f"# Default-option pipelines explained under --tfperf-against (commit {report['commit']})", "",
-          f"`{report['command']}`, {report['started']} to {report['finished']}, {report['cores']} CPUs", "",
-          f"- red verdicts: {s['red']} of {s['sessions']} sessions; explained {s['explained']}; the planted stage "
-          f"named first {s['planted_first']} of {s['red']}; \"nothing moved\" {s['nothing_moved']}", "",
-          "| case | session | verdict | named first | planted first | load |", "|---|---|---|---|---|---|"]
-    for r in runs:
-        verdict = re.sub(r"\s+", " ", r["verdict"])[:80].replace("|", "/")
-        md.append(f"| {r['case']} | {r['session']} | {verdict or ('rc ' + str(r['returncode']))} | "
-                  f"`{r['named_first']}` | {r['planted_first']} | {r['load']} |")
-    Path(str(out) + ".md").write_text("\n".join(md) + "\n")
-    return md
+    s = report["summary"] = {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
+                             "planted_first": sum(r["planted_first"] for r in red),
+                             "nothing_moved": sum(r["nothing_moved"] for r in red)}
+    return _emit(report, out, "Default-option pipelines explained under --tfperf-against",
+                 f"red verdicts: {s['red']} of {s['sessions']} sessions; explained {s['explained']}; the planted "
+                 f"stage named first {s['planted_first']} of {s['red']}; \"nothing moved\" {s['nothing_moved']}",
+                 ["named first", "planted first", "load"],
+                 lambda r: [f"`{r['named_first']}`", str(r["planted_first"]), str(r["load"])])
 
 
 def main() -> int:
