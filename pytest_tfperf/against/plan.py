@@ -368,7 +368,8 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
         # and reads as spread across the pairs, not as a change. (Always this tree's version first, nothing
         # stopped and the last confirmation's process reused: a default-option pipeline's map stage read faster
         # in this tree's process in 7 of 8 A/A pairs; the same order with the first one stopped: a text
-        # pipeline's small stages read 2-5x slower in it in 7 of 8.)
+        # pipeline's small stages read 2-5x slower in it, its groups 70 times slower against 35 faster:
+        # benchmarks/explain_pair_order_offline.py.)
         first, second = (own, base) if pair % 2 == 0 else (base, own)
         side = {id(own): f"this-{pair}", id(base): f"partner-{pair}"}
         try:
