@@ -78,11 +78,12 @@ def test_each_side_is_profiled_in_its_own_process_and_the_change_is_attributed(t
     assert proc.returncode == 1, out + proc.stderr
     assert "test_mod.py::test_slow: performance regressed against ../baseline" in out
     # The partner profiled its side (in its process, its tree's code), then this session its own; then two more
-    # pairs of processes, each version in each, no process profiled twice; test_same passed.
+    # pairs of processes, each version in each, no process profiled twice, the version set up first profiled
+    # second and which one that is alternating (this tree's in pair 2, the baseline's in pair 3); test_same passed.
     calls = profiled(tmp_path)
     assert [(tree, side) for tree, side, _, _ in calls] == [
         ("baseline", "partner"), ("change", "this"), ("baseline", "partner-2"), ("change", "this-2"),
-        ("baseline", "partner-3"), ("change", "this-3")]
+        ("change", "this-3"), ("baseline", "partner-3")]
     assert len({pid for _, _, pid, _ in calls} | {str(os.getpid())}) == 7
     assert "each layer, op, tf.data stage and the wait for input tested across the 3 pairs of processes" in out
     # Both raw profiles are kept under this session's rootdir.
