@@ -381,15 +381,13 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
             base.await_started()
             held_first = _held(first, test_id, settings)
         except PartnerError as exc:
-            notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "
-                         f"were tested across {pair - 1}")
+            notes.append(_not_started(pair, exc))
             break
         with first.frozen():
             try:
                 held_second = _held(second, test_id, settings)
             except PartnerError as exc:
-                notes.append(f"pair {pair} of processes could not be started for the profile ({exc}); the groups "
-                             f"were tested across {pair - 1}")
+                notes.append(_not_started(pair, exc))
                 break
             raw_second, why = held_second.profile(rootdir=rootdir, test_id=test_id, side=side[id(second)],
                                                   iterations=iterations, timeout_s=timeout_s)
@@ -406,6 +404,11 @@ def profile_fresh_pairs(session: TfPerfSession, test_id: str, settings: RunSetti
         out.append((raw_theirs, raw_ours))
     own.release_held()
     return out, notes
+
+
+def _not_started(pair: int, why: Exception) -> str:
+    return f"pair {pair} of processes could not be started for the profile ({why}); the groups were tested across " \
+           f"{pair - 1}"
 
 
 def _held(partner: Partner, test_id: str, settings: RunSettings) -> PairedRun:

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from pytest_tfperf import stats
 from pytest_tfperf.profiling import noise
-from pytest_tfperf.profiling.noise import SHORT_EVENT_S, TRACED_COUNT_RATIO, WHOLE_EVENTS_TOLERANCE, Test
+from pytest_tfperf.profiling.noise import Test
 from pytest_tfperf.profiling.parts import CPU_KINDS
 from pytest_tfperf.profiling.profile_model import Profile
 
@@ -46,7 +46,7 @@ def _pair_logs(base: Profile, current: Profile, kinds: Sequence[str]) -> dict[st
     return {g.key: math.log(o.mean / g.mean) for g in base.groups
             if g.kind in kinds and not g.on_device and (o := current.group(g.key)) is not None and g.mean > 0.0
             and o.mean > 0.0
-            and not noise.traced_in_part(g, o, SHORT_EVENT_S, TRACED_COUNT_RATIO, WHOLE_EVENTS_TOLERANCE)}
+            and not noise.traced_in_part(g, o)}
 
 
 def across_pairs(pending: list[tuple[Test, dict[str, object]]], pairs: Sequence[tuple[Profile, Profile]]

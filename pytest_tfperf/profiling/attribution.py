@@ -39,8 +39,7 @@ from pytest_tfperf.profiling import noise
 from pytest_tfperf.profiling.names import is_optimizer_group
 from pytest_tfperf.profiling.across import across_pairs, pair_prepared
 from pytest_tfperf.profiling.noise import (
-    DEVICE_OP_KINDS, FAMILY_ALPHA, SHORT_EVENT_S, TRACED_COUNT_RATIO, WHOLE_EVENTS_TOLERANCE, Factor, Prior, Test,
-    group_test, holm,
+    DEVICE_OP_KINDS, FAMILY_ALPHA, SHORT_EVENT_S, Factor, Prior, Test, group_test, holm,
 )
 from pytest_tfperf.profiling.parts import (
     CPU_FRAME, CPU_KINDS, DEVICE, HOST, PIPELINE_KINDS, SELF_FRAME, Attribution, Change,
@@ -209,7 +208,7 @@ def _group(b: Group | None, c: Group | None, base: Profile, current: Profile, fa
     base_cut = _smallest_kept(base, ref.on_device) if b is None else 0.0
     current_cut = _smallest_kept(current, ref.on_device) if c is None else 0.0
     hidden = factor.scale * base_cut + current_cut
-    if noise.traced_in_part(b, c, SHORT_EVENT_S, TRACED_COUNT_RATIO, WHOLE_EVENTS_TOLERANCE) \
+    if noise.traced_in_part(b, c) \
             or (_short(ref) and (b is None or c is None) and not _clock_agrees(clock, stats.mean(cw) - stats.mean(bw))):
         hidden += max(abs(factor.scale * stats.mean(bw)), stats.mean(cw))
     label = ref.describe() if ref.kind != "stage" else ref.label

@@ -435,8 +435,8 @@ TRACED_COUNT_RATIO = 4.0
 WHOLE_EVENTS_TOLERANCE = 1e-3
 
 
-def traced_in_part(b: Group | None, c: Group | None, short_event_s: float, count_ratio: float,
-                   whole_tolerance: float) -> bool:
+def traced_in_part(b: Group | None, c: Group | None, short_event_s: float = SHORT_EVENT_S,
+                   count_ratio: float = TRACED_COUNT_RATIO, whole_tolerance: float = WHOLE_EVENTS_TOLERANCE) -> bool:
     """Short ops present on both sides but missing from some of a side's windows, or traced as far fewer events
     an iteration on one side than on the other: TensorFlow's host tracer (level 2) traces an op only while its
     cost model deems it expensive, so their change was not measured. A group absent from a side entirely is
