@@ -99,30 +99,49 @@ def _judge_throughput_paired(current: Timings, baseline: Timings, tol: Tolerance
 # which the verdict compares, where it was. Each round's mean time per item sees it; told at this level (one test,
 # one-sided), so that unchanged code, whose rare slow iterations fall on both sides alike, hears it at most this
 # often. A notice only: the verdict and its error rates stay those of the median (measured, docs/evidence).
-# In-test pairs only, whose sides share one process: under --tfperf-against two processes differ in how often
-# and how long their rare slow iterations are for as long as they live (the rounds cannot show it), and unchanged
-# code got the notice 4 times in 360 verdicts, all on a cached pipeline whose epoch ends every eighth batch
-# (benchmarks/results/paired_pipelines_aa_20261128c.md); the fresh pairs that confirm a regression would be needed.
+# In-test pairs, whose sides share one process, are told at once. Under --tfperf-against two processes differ in
+# how often and how long their rare slow iterations are for as long as they live (the rounds cannot show it):
+# unchanged code read the mean slower 4 times in 360 verdicts, all on a cached pipeline whose epoch ends every
+# eighth batch (benchmarks/results/paired_pipelines_aa_20261128c.md); there the notice waits for two fresh pairs
+# of processes to read it too (``against.periodic``), as a regression does.
 # Beside an "unchanged" verdict only, the blind spot it is for (the median sure of itself while the mean moved):
 # beside "noisy" the rounds already vary too much to decide, and in-test pairs of identical shuffled pipelines got
 # a false notice there once in 168 verdicts (benchmarks/results/intest_aa.md; a rule set after that run).
 PERIODIC_ALPHA = 0.001
 
 
+def mean_time_estimate(current: Timings, baseline: Timings, alpha: float) -> PairedEstimate | None:
+    """The paired procedure on each round's mean time per item (``periodic_cost``); None with fewer than
+    ``MIN_PAIRS`` rounds, or a round whose clock read nothing."""
+    means = [(stats.mean(b), stats.mean(c)) for b, c in zip(baseline.rounds, current.rounds) if b and c]
+    if len(means) < MIN_PAIRS or any(b <= 0 or c <= 0 for b, c in means):
+        return None
+    logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in means]
+    return paired_estimate(logs, alpha)
+
+
+def mean_slower(e: PairedEstimate | None, alpha: float, tol: Tolerances | None) -> bool:
+    """The rounds' mean time per item slower: sure at ``alpha`` and, given ``tol``, beyond its decision threshold
+    (a fresh pair that confirms the notice need only read it slower, as for a regression: ``mean_change``)."""
+    return (e is not None and e.p_slower <= alpha and e.high < 0.0
+            and (tol is None or -e.change > tol.throughput_decision_threshold))
+
+
+def periodic_note(slower: float, evidence: str) -> str:
+    """The words of the notice, appended to an unchanged throughput verdict's message."""
+    return (f"; but the mean time per item is {slower:.1%} slower ({evidence}): a cost on a few iterations only "
+            "(every few calls, an epoch's end), which the median iteration this verdict compares does not see; "
+            "not judged: make one iteration cover the cost's period (items=) to judge it")
+
+
 def periodic_cost(current: Timings, baseline: Timings, tol: Tolerances) -> str:
     """A notice when each round's mean time per item is slower beyond chance and beyond the decision threshold
     though the verdict (the median iteration) read unchanged; "" otherwise."""
-    means = [(stats.mean(b), stats.mean(c)) for b, c in zip(baseline.rounds, current.rounds) if b and c]
-    if len(means) < MIN_PAIRS or any(b <= 0 or c <= 0 for b, c in means):
+    e = mean_time_estimate(current, baseline, PERIODIC_ALPHA)
+    if e is None or not mean_slower(e, PERIODIC_ALPHA, tol):
         return ""
-    logs = [math.log(current.items_per_iteration * b / (baseline.items_per_iteration * c)) for b, c in means]
-    e = paired_estimate(logs, PERIODIC_ALPHA)
-    if e.p_slower > PERIODIC_ALPHA or e.high >= 0.0 or -e.change <= tol.throughput_decision_threshold:
-        return ""
-    return (f"; but the mean time per item is {-e.change:.1%} slower ({len(logs)} interleaved rounds, p = "
-            f"{e.p_slower:.2g}): a cost on a few iterations only (every few calls, an epoch's end), which the median "
-            "iteration this verdict compares does not see; not judged: make one iteration cover the cost's period "
-            "(items=) to judge it")
+    n = sum(1 for b, c in zip(baseline.rounds, current.rounds) if b and c)  # the rounds the estimate used
+    return periodic_note(-e.change, f"{n} interleaved rounds, p = {e.p_slower:.2g}")
 
 
 def _judge_paired_log_ratios(logs: Sequence[float], base_value: float, cur_value: float, tol: Tolerances, *,

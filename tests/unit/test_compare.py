@@ -564,7 +564,8 @@ def test_unchanged_code_with_rare_slow_iterations_on_both_sides_gets_no_such_not
 
 def test_beside_another_version_of_the_code_the_notice_is_not_given() -> None:
     """Under --tfperf-against the sides are two processes, which differ in their rare slow iterations for as long
-    as they live: unchanged code got the notice 4 times in 360 verdicts there, so it is given in-test only."""
+    as they live: unchanged code got the notice 4 times in 360 verdicts there, so the verdict alone does not give
+    it; the plan does once two fresh pairs read it too (tests/unit/test_against_periodic.py)."""
     verdict = judge_paired(periodic(1, stall=4.0), periodic(2, stall=0.0), Tolerances(), against=True)
     throughput = verdict.metric("throughput")
     assert throughput is not None and "mean time per item" not in throughput.message
