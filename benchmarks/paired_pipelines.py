@@ -167,12 +167,15 @@ def session(root: Path, label: str, i: int, only: str | None = None) -> dict[str
     wall, code, tail = pytest_run(root / "change", "--tfperf-against=../base", f"--tfperf-json={out}",
                                   *(["-k", only] if only else []))
     rows = verdicts(out) if out.exists() else []
+    # Tests whose first pair read the mean time per item slower, so that fresh pairs were measured for the
+    # notice (``against.periodic``): the notice's cost on unchanged code.
+    checked = tail.count("this pair of processes read the mean time per item")
     # A red session keeps what its verdicts said of their confirmation (which pair read what), so that a false
     # alarm can be traced to its path afterwards; a crashed one keeps its output's tail.
     said = [line for line in tail.splitlines() if "confirmed" in line or "could not be measured again" in line]
     return {"label": label, "i": i, "wall_s": wall, "exit": code, "rows": rows,
             "load": os.getloadavg()[0], "tail": tail if code not in (0, 1) else "",
-            "confirmations": said if code == 1 else []}
+            "confirmations": said if code == 1 else [], "periodic_checked": checked}
 
 
 def statement_check(sessions: list[dict[str, Any]], plant: float) -> dict[str, int]:
@@ -250,6 +253,7 @@ def summarise(sessions: list[dict[str, Any]]) -> dict[str, Any]:
             "regressed": sum(r["status"] == "regressed" for r in rows),
             "noisy": sum(r["status"] == "noisy" for r in rows), "by_kind": by_kind,
             "periodic_notices": sum(bool(r.get("periodic_notice")) for r in rows),
+            "periodic_checked": sum(int(s.get("periodic_checked", 0)) for s in sessions),
             "median_wall_s": statistics.median(s["wall_s"] for s in sessions) if sessions else None}
 
 
@@ -269,7 +273,8 @@ def write_results(result: dict[str, Any], args: argparse.Namespace, cost: list[d
              f"{result['started']} to {result['finished']}", "",
              f"- A/A: {aa['regressed']} false alarms in {aa['verdicts']} verdicts ({aa['sessions']} sessions); "
              f"noisy {aa['noisy']} of {aa['verdicts']}; a notice of a cost on a few iterations (false, on unchanged "
-             f"code) {aa.get('periodic_notices', 0)}",
+             f"code) {aa.get('periodic_notices', 0)}, fresh pairs measured for it {aa.get('periodic_checked', 0)} "
+             "times",
              f"- planted {1 - 1 / (1 + args.plant):.1%} slower (declared items 1/{1 + args.plant:.4g}): "
              f"caught {pl['regressed']} of {pl['verdicts']} ({pl['sessions']} sessions)",
              f"- verdicts whose stated limit was at most the planted {1 - 1 / (1 + args.plant):.1%}: "
