@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import types
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
 from pytest_tfperf.model import TraceEvent
@@ -35,6 +36,14 @@ _TF_MACHINERY = (os.sep.join(("tensorflow", "python", "data", "")),
 MAX_EVENTS = 1000  # causes kept per measurement; the count goes on past it
 _MAX_FUNCTIONS = 256  # Python functions whose last trace is remembered (for "a new tf.function object")
 _MAX_CHANGES = 3  # differences named per trace
+# Earlier traces of the same tf.function that a new trace is compared with, the latest first, kept by the recorder
+# itself. The callback runs inside the traced call, so its cost is measured with the workload: compared with every
+# earlier trace, read from TensorFlow's cache on every trace (its ``values()`` hashes every entry's type, about
+# 12 us each), a function retraced on every call cost the measurement quadratically (the catalog's retracing
+# scenario, about 300 traces a variant: 181,000 comparisons and 360,000 hashes). The closest of the latest few
+# names the change as well.
+_MAX_COMPARED = 16
+_MAX_CACHES = 256  # tf.functions whose latest traces are kept
 
 
 class TraceRecorder:
@@ -56,6 +65,7 @@ class TraceRecorder:
         self._seqs: list[int] = []
         self._events: list[TraceEvent] = []
         self._last_by_code: dict[tuple[str, str], object] = {}
+        self._latest = _LatestTraces()
         self._lock = threading.RLock()
         self._callbacks: list[Callable[[object], None]] | None = None
 
@@ -91,7 +101,7 @@ class TraceRecorder:
         # TensorFlow changed, and two threads tracing at once share ``_last_by_code`` under the lock.
         with self._lock:
             try:
-                event = _describe_trace(concrete_function, sys._getframe(1), self._last_by_code)
+                event = _describe_trace(concrete_function, sys._getframe(1), self._last_by_code, self._latest)
             except Exception:  # noqa: BLE001 - a trace we cannot read is still a trace
                 event = TraceEvent(function="?", location="?", cause="unknown")
             if event is None:  # TensorFlow's own machinery, or the second half of a first call
@@ -113,8 +123,40 @@ def _callback_list() -> list[Callable[[object], None]] | None:
     return callbacks if isinstance(callbacks, list) else None
 
 
+class _LatestTraces:
+    """The latest ``_MAX_COMPARED`` traced types of each tf.function's cache, as the recorder saw them traced: the
+    same as the cache's last entries, without reading the whole cache on every trace. Read from the cache once
+    where the two disagree on how many traces there are (traces before the recorder was installed, an entry
+    TensorFlow deleted, a cache's id reused)."""
+
+    def __init__(self) -> None:
+        self._by_cache: OrderedDict[int, tuple[int, deque[object]]] = OrderedDict()
+
+    def before(self, cache: object) -> list[object]:
+        """The cache's latest traced types, oldest first, before the trace being made now joins it."""
+        size = len(cache)  # type: ignore[arg-type]
+        kept = self._by_cache.get(id(cache))
+        if kept is None or kept[0] != size:
+            latest = list(cache.values())[-_MAX_COMPARED:]  # type: ignore[attr-defined]
+            kept = (size, deque((t for t in (getattr(c, "function_type", None) for c in latest) if t is not None),
+                                maxlen=_MAX_COMPARED))
+        self._by_cache[id(cache)] = kept
+        self._by_cache.move_to_end(id(cache))
+        while len(self._by_cache) > _MAX_CACHES:
+            self._by_cache.popitem(last=False)
+        return list(kept[1])
+
+    def add(self, cache: object, traced: object) -> None:
+        """The trace being made now, once it is in the cache."""
+        size, types_ = self._by_cache[id(cache)]
+        if traced is not None:
+            types_.append(traced)
+        self._by_cache[id(cache)] = (size + 1, types_)
+
+
 def _describe_trace(concrete_function: object, frame: types.FrameType | None,
-                    last_by_code: dict[tuple[str, str], object]) -> TraceEvent | None:
+                    last_by_code: dict[tuple[str, str], object],
+                    latest: _LatestTraces | None = None) -> TraceEvent | None:
     """What traced and why, from the frames of TensorFlow's tracing (``tracing_compilation``)."""
     options = lookup = function = None
     first_call_frame = False
@@ -151,8 +193,10 @@ def _describe_trace(concrete_function: object, frame: types.FrameType | None,
     while len(last_by_code) > _MAX_FUNCTIONS:
         last_by_code.pop(next(iter(last_by_code)))
     cache = getattr(options, "function_cache", None)
-    previous = [getattr(c, "function_type", None) for c in (cache.values() if cache is not None else ())]
-    previous = [p for p in previous if p is not None]
+    latest = latest or _LatestTraces()
+    previous = latest.before(cache) if cache is not None else []
+    if cache is not None:
+        latest.add(cache, getattr(concrete_function, "function_type", None))
     generalised = ""
     if getattr(options, "reduce_retracing", False):
         traced = getattr(concrete_function, "function_type", None)
@@ -161,7 +205,8 @@ def _describe_trace(concrete_function: object, frame: types.FrameType | None,
             generalised = "; reduce_retracing traced it for " + ", ".join(
                 d.split(" -> ")[0].split(": ", 1)[0] + " " + d.split(" -> ")[-1] for d in spread)
     if previous:
-        # The closest earlier trace, the latest of equally close ones: what "changed" means to a reader.
+        # The closest of the latest earlier traces, the latest of equally close ones: what "changed" means to a
+        # reader.
         best = min((_differences(p, lookup) for p in reversed(previous)), key=len)
         if best:
             return TraceEvent(name, location, "arguments", _changed(best), "; ".join(best) + generalised)

@@ -171,6 +171,48 @@ def test_causes_are_kept_up_to_a_cap_and_the_count_goes_on(recorder: TraceRecord
     gc.collect()
 
 
+def test_a_trace_is_compared_with_a_bounded_number_of_earlier_ones(recorder: TraceRecorder, tf,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The callback runs inside the traced call, so its cost is measured with the workload: a function retraced on
+    every call must not cost more with every trace (compared with all earlier traces, the 60th compared 59)."""
+    from pytest_tfperf.measuring import trace_recorder
+
+    from tensorflow.core.function.polymorphism.function_cache import FunctionCache
+
+    compared: list[int] = []
+    real = trace_recorder._differences
+    monkeypatch.setattr(trace_recorder, "_differences", lambda *a, **k: compared.append(1) or real(*a, **k))
+    read: list[int] = []  # TensorFlow's cache read whole: it hashes every entry's type
+    values = FunctionCache.values
+    monkeypatch.setattr(FunctionCache, "values", lambda self: read.append(len(self)) or values(self))
+    f = tf.function(lambda v, k: v * k)
+    per_trace = []
+    for k in range(60):
+        before = len(compared)
+        f(tf.ones([1]), float(k))
+        per_trace.append(len(compared) - before)
+    assert max(per_trace) == trace_recorder._MAX_COMPARED  # the latest few, however many traces came before
+    assert len(read) <= 1  # read once at most (the first trace), not on every trace
+    (last,) = recorder.events(recorder.total() - 1, recorder.total())
+    assert last.detail == "k: Python value 58.0 -> 59.0"  # the closest of them still names the change
+    gc.collect()
+
+
+def test_traces_made_before_it_was_installed_are_compared_with_too(tf) -> None:
+    f = tf.function(lambda v, k: v * k)
+    for k in range(3):
+        f(tf.ones([1]), float(k))  # traced with no recorder installed
+    r = TraceRecorder()
+    assert r.install()
+    try:
+        f(tf.ones([1]), 3.0)
+    finally:
+        r.uninstall()
+    (event,) = r.events(0, r.total())
+    assert (event.cause, event.detail) == ("arguments", "k: Python value 2.0 -> 3.0")
+    gc.collect()
+
+
 # -- the diagnosis's words, without TensorFlow -------------------------------------------------------------
 
 def _event(cause: str = "arguments", changed: str = "lr: Python value", detail: str = "lr: Python value 0.1 -> 0.2",
