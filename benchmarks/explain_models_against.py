@@ -1558,7 +1558,7 @@ def build():
 """, lambda key: "planted_hidden" in key),
 }
 # Unchanged code through the plugin's own path (``--set aa``): revision B is revision A with a comment added, and
-# ``--force-explain`` explains each verdict as if it were red, so that the five pairs of processes are profiled
+# ``FORCE_CONFTEST`` explains each verdict as if it were red, so that the five pairs of processes are profiled
 # as after a false alarm and what each explanation blames on unchanged code is counted (development data: the
 # cases are older sets' models with their plant left out, and a default-option pipeline consumed by a step).
 AA_FROM = ("mobilenetv2_conv_head", "resnet50_head_conv_widened", "ner_bilstm_tagger_tape_units_widened",
@@ -1644,7 +1644,7 @@ def _kept(base, current, measured_s, why_not, cost=(), pointer=None, replicates=
 _explanation.explain = _kept
 '''
 
-# With ``--force-explain`` (the A/A set): every verdict explained as a red one is, with its five pairs of processes,
+# In the A/A set (``--set aa``): every verdict explained as a red one is, with its five pairs of processes,
 # so that what the explanation blames on unchanged code is seen through the plugin's own path; the verdicts and
 # the test's outcome stay as judged.
 FORCE_CONFTEST = '''
@@ -1686,8 +1686,12 @@ def session(repo: Path, case: str, index: int, keep: Path | None = None) -> dict
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tfperf", "--tfperf-against=HEAD~1",
                "--tfperf-json", str(out), "-q"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # The A/A set is always explained as if red (as in explain_pipelines_against.py): without it, its unchanged
+    # verdicts pass and nothing is profiled, and the run says nothing of what explanations blame.
+    if keep is not None or case in AA:
+        (repo / "conftest.py").write_text((KEEP_CONFTEST if keep is not None else "")
+                                          + (FORCE_CONFTEST if case in AA else ""))
     if keep is not None:
-        (repo / "conftest.py").write_text(KEEP_CONFTEST + (FORCE_CONFTEST if case in AA else ""))
         env["TFPERF_KEEP_PROFILES"] = str(keep / case / str(index))
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=1500)
