@@ -156,7 +156,7 @@ class _LatestTraces:
 
 def _describe_trace(concrete_function: object, frame: types.FrameType | None,
                     last_by_code: dict[tuple[str, str], object],
-                    latest: _LatestTraces | None = None) -> TraceEvent | None:
+                    latest: _LatestTraces) -> TraceEvent | None:
     """What traced and why, from the frames of TensorFlow's tracing (``tracing_compilation``)."""
     options = lookup = function = None
     first_call_frame = False
@@ -193,7 +193,6 @@ def _describe_trace(concrete_function: object, frame: types.FrameType | None,
     while len(last_by_code) > _MAX_FUNCTIONS:
         last_by_code.pop(next(iter(last_by_code)))
     cache = getattr(options, "function_cache", None)
-    latest = latest or _LatestTraces()
     previous = latest.before(cache) if cache is not None else []
     if cache is not None:
         latest.add(cache, getattr(concrete_function, "function_type", None))
