@@ -49,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from explain_heldout10_cases import HELDOUT10  # noqa: E402
 from explain_pipelines_against import find_explanation, git, named_first, said_nothing_moved  # noqa: E402
 
 # Each case's module defines build() -> (a no-argument step, items per call). PLANTED is False in revision A and
@@ -1584,7 +1585,7 @@ def build():
     return (lambda: consume(next(it))), 16
 """
 ALL = {**CASES, **HELDOUT2, **HELDOUT3, **HELDOUT4, **HELDOUT5, **HELDOUT6, **HELDOUT7, **HELDOUT8,
-       **HELDOUT9}
+       **HELDOUT9, **HELDOUT10}
 AA: dict[str, tuple[str, str, Callable[[str], bool]]] = {
     **{f"aa_{name}": (f"A/A: {ALL[name][0]}, unplanted on both sides", ALL[name][1], lambda key: False)
        for name in AA_FROM},
@@ -1801,7 +1802,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--set", choices=("first", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6",
-                                          "heldout7", "heldout8", "heldout9", "aa"),
+                                          "heldout7", "heldout8", "heldout9", "heldout10", "aa"),
                         default="first",
                         help="first: the six cases run once on the rules of aaf92c7 (the spread rule of a85f2b2 was "
                              "chosen on their run); heldout2: six written after a85f2b2, before any run of them; "
@@ -1811,9 +1812,10 @@ def main() -> int:
                              "heldout6: eight written after 9fb03c8, before any run of them; "
                              "heldout7: twelve written after fb9179a, before any run of them; "
                              "heldout8: twelve written after 1793e86, before any run of them; "
-                             "heldout9: eight written after c599814, before any run of them; aa: unchanged "
-                             "code (older sets' models unplanted, and a pipeline), each verdict explained as if red "
-                             "(needs --keep-profiles)")
+                             "heldout9: eight written after c599814, before any run of them; "
+                             "heldout10: ten written after 40912b7 by a writer who read none of the rules, before "
+                             "any run of them (benchmarks/explain_heldout10_cases.py); aa: unchanged "
+                             "code (older sets' models unplanted, and a pipeline), each verdict explained as if red")
     parser.add_argument("--cases", nargs="*", choices=list(ALL), help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_models_against")
     parser.add_argument("--keep-profiles", type=Path, metavar="DIR",
@@ -1843,7 +1845,7 @@ def main() -> int:
                                          "heldout4": HELDOUT4, "heldout5": HELDOUT5,
                                          "heldout6": HELDOUT6, "heldout7": HELDOUT7,
                                          "heldout8": HELDOUT8, "heldout9": HELDOUT9,
-                                         "aa": AA}[args.set]):
+                                         "heldout10": HELDOUT10, "aa": AA}[args.set]):
             repo = Path(tmp) / case
             make_repo(repo, case)
             for i in range(args.sessions):
