@@ -42,6 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from explain_pipelines_heldout5_cases import HELDOUT5, HELPERS5
+
 ROOT = Path(__file__).resolve().parents[1]
 
 COMMON = '''
@@ -225,7 +227,7 @@ HELDOUT4: dict[str, tuple[str, str, str, int, Callable[[str], bool]]] = {
         32, lambda stage: ("Map" in stage and "FlatMap" not in stage) or stage in ("Batch", "BatchV2")),
 }
 
-ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4}
+ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4, **HELDOUT5}
 
 # Unchanged pipelines through the plugin's own path (``--set aa``): revision B is revision A with a comment added,
 # and every verdict is explained as if it were red (``explain_models_against.FORCE_CONFTEST``), its five pairs of
@@ -402,8 +404,8 @@ def git(repo: Path, *args: str) -> None:
                    capture_output=True)
 
 
-def pipeline_module(expression: str, items: int) -> str:
-    return f"{COMMON}{HELPERS}\nITEMS = {items}\n\n\ndef build():\n    return {expression}\n"
+def pipeline_module(expression: str, items: int, extra: str = "") -> str:
+    return f"{COMMON}{HELPERS}{extra}\nITEMS = {items}\n\n\ndef build():\n    return {expression}\n"
 
 
 def make_repo(repo: Path, case: str) -> None:
@@ -411,12 +413,12 @@ def make_repo(repo: Path, case: str) -> None:
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     (repo / "test_pipeline.py").write_text(TEST)
-    (repo / "pipeline.py").write_text(pipeline_module(healthy, items))
+    (repo / "pipeline.py").write_text(pipeline_module(healthy, items, HELPERS5 if case in HELDOUT5 else ""))
     (repo / "pytest.ini").write_text("[pytest]\nfilterwarnings = ignore\n")
     (repo / ".gitignore").write_text(".tfperf/\n*.json\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "A: healthy")
-    (repo / "pipeline.py").write_text(pipeline_module(regressed, items) + ("\n# revision B\n" if case in AA else ""))
+    (repo / "pipeline.py").write_text(pipeline_module(regressed, items, HELPERS5 if case in HELDOUT5 else "") + ("\n# revision B\n" if case in AA else ""))
     git(repo, "commit", "-qam", f"B: {case}")
 
 
@@ -503,7 +505,7 @@ def blamed(data: Mapping[str, Any] | None) -> list[str]:
 def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: int = 500) -> list[str]:
     """Each case's two pipelines pulled in one process, taking turns; microseconds per pull, per turn."""
     namespace: dict[str, Any] = {}
-    exec(COMMON + HELPERS, namespace)  # noqa: S102 - this file's own pipeline helpers
+    exec(COMMON + HELPERS + HELPERS5, namespace)  # noqa: S102 - this file's own pipeline helpers
     rows: dict[str, dict[str, list[float]]] = {}
     for case in cases:
         _, healthy, regressed, _, _ = ALL[case]
@@ -578,12 +580,14 @@ def write(report: dict[str, Any], out: Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
-    parser.add_argument("--set", choices=("dev", "heldout", "heldout2", "heldout3", "heldout4", "aa"),
+    parser.add_argument("--set", choices=("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "aa"),
                         default="dev",
                         help="dev: the four cases the own-change rule was chosen on; heldout: four written after it "
                              "(the settling chosen on their run); heldout2: four written after the settling (its "
                              "move inside the pass chosen on their run); heldout3: four written after that; "
-                             "heldout4: four written after c599814, before any run of them; aa: the healthy "
+                             "heldout4: four written after c599814, before any run of them; heldout5: six written after "
+                             "d5890e3 by a writer who read none of the rules, before any run of them "
+                             "(benchmarks/explain_pipelines_heldout5_cases.py); aa: the healthy "
                              "pipelines of heldout3 and heldout4 on both sides, every verdict explained as if red")
     parser.add_argument("--cases", nargs="*", help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_pipelines_against")
@@ -610,7 +614,7 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tfperf-pipe-against-") as tmp:
         sets = {"dev": CASES, "heldout": HELDOUT, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "heldout4": HELDOUT4,
-                "aa": AA}
+                "heldout5": HELDOUT5, "aa": AA}
         for case in args.cases or list(sets[args.set]):
             repo = Path(tmp) / case
             make_repo(repo, case)
