@@ -410,15 +410,17 @@ def pipeline_module(expression: str, items: int, extra: str = "") -> str:
 
 def make_repo(repo: Path, case: str) -> None:
     _, healthy, regressed, items, _ = ALL[case]
+    extra = HELPERS5 if case in HELDOUT5 else ""  # set 5's own helpers, only in its cases' modules
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     (repo / "test_pipeline.py").write_text(TEST)
-    (repo / "pipeline.py").write_text(pipeline_module(healthy, items, HELPERS5 if case in HELDOUT5 else ""))
+    (repo / "pipeline.py").write_text(pipeline_module(healthy, items, extra))
     (repo / "pytest.ini").write_text("[pytest]\nfilterwarnings = ignore\n")
     (repo / ".gitignore").write_text(".tfperf/\n*.json\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "A: healthy")
-    (repo / "pipeline.py").write_text(pipeline_module(regressed, items, HELPERS5 if case in HELDOUT5 else "") + ("\n# revision B\n" if case in AA else ""))
+    (repo / "pipeline.py").write_text(pipeline_module(regressed, items, extra)
+                                      + ("\n# revision B\n" if case in AA else ""))
     git(repo, "commit", "-qam", f"B: {case}")
 
 
@@ -505,7 +507,8 @@ def blamed(data: Mapping[str, Any] | None) -> list[str]:
 def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: int = 500) -> list[str]:
     """Each case's two pipelines pulled in one process, taking turns; microseconds per pull, per turn."""
     namespace: dict[str, Any] = {}
-    exec(COMMON + HELPERS + HELPERS5, namespace)  # noqa: S102 - this file's own pipeline helpers
+    extra = HELPERS5 if set(cases) & set(HELDOUT5) else ""  # set 5's helpers build tables and data: only if asked
+    exec(COMMON + HELPERS + extra, namespace)  # noqa: S102 - this file's own pipeline helpers
     rows: dict[str, dict[str, list[float]]] = {}
     for case in cases:
         _, healthy, regressed, _, _ = ALL[case]
