@@ -588,7 +588,8 @@ def main() -> int:
                         help="dev: the four cases the own-change rule was chosen on; heldout: four written after it "
                              "(the settling chosen on their run); heldout2: four written after the settling (its "
                              "move inside the pass chosen on their run); heldout3: four written after that; "
-                             "heldout4: four written after c599814, before any run of them; heldout5: six written after "
+                             "heldout4: four written after c599814, before any run of them; "
+                             "heldout5: six written after "
                              "d5890e3 by a writer who read none of the rules, before any run of them "
                              "(benchmarks/explain_pipelines_heldout5_cases.py); aa: the healthy "
                              "pipelines of heldout3 and heldout4 on both sides, every verdict explained as if red")
