@@ -107,8 +107,11 @@ def test_true_positive_kept_outputs_leak_256_kib_per_iteration(tfperf, request: 
     kept.clear()
     growth = row["extra_metrics"]["memory_growth_bytes_per_iteration"]
     assert [d["kind"] for d in row["warnings"]] == ["memory_growth"], row["diagnoses"]
-    # Each kept output is 256 KiB of tensor data plus its page-rounded allocation; the slope reads about that.
-    assert 0.9 * LEAK_BYTES <= growth <= 1.1 * LEAK_BYTES, growth
+    # Each kept output is 256 KiB of tensor data plus its page-rounded allocation: the slope reads 256.6-257.0 KiB
+    # in most runs. Process RSS also counts whatever else the process allocates meanwhile (malloc arenas, TF's
+    # caches), so it reads high now and then: 272.8 KiB in results/main_job_output.txt, 281.6 KiB (+10.0%) in
+    # one of three main jobs on 1073cb7. It cannot read far low: every page of every kept output is written.
+    assert 0.9 * LEAK_BYTES <= growth <= 1.25 * LEAK_BYTES, growth
 
 
 def test_true_positive_unprefetched_pipeline_waits_for_input(tfperf, request: pytest.FixtureRequest) -> None:  # noqa: ANN001
