@@ -8,8 +8,10 @@
 - Parsing the ``.xplane.pb`` (``XSpace.ParseFromString``) is one C call that holds the GIL from start to end
   (measured: no tick of another thread during a 250 ms parse), so no thread of this process can give up on it;
   ``in_child`` runs the whole read (parse and summary) in a forked child and kills it at the deadline. A fork
-  costs 15-30 ms here (a TensorFlow process). Where ``os.fork`` does not exist (Windows) the read runs in this
-  process, bounded by the profile's size cap and the reader's own deadline checks between events.
+  costs 15-30 ms here (a TensorFlow process). A child asleep without CPU time is stuck (a fork of a
+  multi-threaded process can deadlock): it is killed and the read forked again within the same deadline.
+  Where ``os.fork`` does not exist (Windows) the read runs in this process, bounded by the profile's size cap
+  and the reader's own deadline checks between events.
 
 No TensorFlow here, and nothing that knows what is being run.
 """
@@ -58,15 +60,56 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(select, "poll")
 
 
+# A child with no CPU time for this long while asleep is stuck, not slow: a parse never sleeps, and a fork of a
+# multi-threaded process can deadlock in the child on a lock another thread held at the fork (CPython warns of
+# it from 3.12). Seen once in CI: a 30 ms calibration read hit its 60 s deadline under load 1.2.
+STALL_S = 5.0
+# Forks tried per read before a stuck child becomes the reason; the read's deadline bounds them all together.
+ATTEMPTS = 3
+
+
+class _Stalled(Exception):
+    pass
+
+
+def child_cpu(pid: int) -> tuple[str, int] | None:
+    """(state letter, user + system clock ticks) of process ``pid`` from /proc, or None where there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    try:  # after the name: state, ppid, ... utime (14th field of the line) and stime (15th)
+        return fields[0].decode(), int(fields[11]) + int(fields[12])
+    except (IndexError, ValueError):
+        return None
+
+
 def in_child(fn: Callable[[], T], timeout_s: float, what: str, *,
-             clock: Callable[[], float] = time.monotonic) -> T:
+             clock: Callable[[], float] = time.monotonic, stall_s: float = STALL_S,
+             cpu: Callable[[int], tuple[str, int] | None] = child_cpu, attempts: int = ATTEMPTS) -> T:
     """``fn()`` in a forked child, its result (pickled) back here; killed and DeadlineExceeded past ``timeout_s``.
 
-    ``fn``'s exception is raised here (as itself when it pickles, else as a RuntimeError naming it). Without
-    ``os.fork`` it runs here, unbounded by this function.
+    A child asleep with no CPU time for ``stall_s`` is killed and the read forked again, at most ``attempts``
+    forks within the one deadline. ``fn``'s exception is raised here (as itself when it pickles, else as a
+    RuntimeError naming it). Without ``os.fork`` it runs here, unbounded by this function.
     """
     if not can_fork():
         return fn()
+    deadline = clock() + max(0.0, timeout_s)
+    for attempt in range(1, max(1, attempts) + 1):
+        try:
+            return _in_one_child(fn, deadline, timeout_s, what, clock=clock, stall_s=stall_s, cpu=cpu)
+        except _Stalled:
+            if attempt >= attempts or clock() >= deadline:
+                raise DeadlineExceeded(
+                    f"{what}: its process was stuck {attempt} times (asleep with no CPU time for {stall_s:g} s; "
+                    "a fork of a multi-threaded process deadlocked)") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _in_one_child(fn: Callable[[], T], deadline: float, timeout_s: float, what: str, *,
+                  clock: Callable[[], float], stall_s: float, cpu: Callable[[int], tuple[str, int] | None]) -> T:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code, never flushes the parent's buffers
@@ -88,23 +131,34 @@ def in_child(fn: Callable[[], T], timeout_s: float, what: str, *,
         finally:
             os._exit(status)
     os.close(write_fd)
-    deadline = clock() + max(0.0, timeout_s)
     chunks: list[bytes] = []
     # poll, not select: a TensorFlow process may hold more than select's 1024 descriptors
     poller = select.poll()
     poller.register(read_fd, select.POLLIN | select.POLLHUP)
+    ticks, since = -1, clock()
     try:
         while True:
             left = deadline - clock()
-            ready = poller.poll(max(1, math.ceil(left * 1000))) if left > 0 else []
-            if not ready:
+            ready = poller.poll(max(1, math.ceil(min(left, 0.25) * 1000))) if left > 0 else []
+            if ready:
+                chunk = os.read(read_fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                ticks, since = -1, clock()
+                continue
+            now = clock()
+            if now >= deadline:
                 _kill(pid)
                 pid = 0
                 raise DeadlineExceeded(f"{what} took longer than {timeout_s:g} s")
-            chunk = os.read(read_fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
+            seen = cpu(pid)
+            if seen is None or seen[0] != "S" or seen[1] != ticks:
+                ticks, since = (seen[1] if seen else -1), now
+            elif now - since >= stall_s:
+                _kill(pid)
+                pid = 0
+                raise _Stalled
     finally:
         os.close(read_fd)
         if pid:

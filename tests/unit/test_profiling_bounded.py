@@ -46,6 +46,49 @@ def test_a_child_past_its_deadline_is_killed_and_says_so() -> None:
         bounded.in_child(lambda: time.sleep(3600), 60.0, "reading host.xplane.pb", clock=lambda: next(ticks))
 
 
+@pytest.mark.skipif(not bounded.can_fork(), reason="no os.fork here: the read runs in this process")
+def test_a_stuck_child_is_forked_again_within_the_same_deadline(tmp_path: Path) -> None:
+    # The first child sleeps for ever, as one deadlocked on a lock held at the fork would; the second answers.
+    flag = tmp_path / "forked-once"
+
+    def stuck_the_first_time() -> str:
+        if not flag.exists():
+            flag.touch()
+            time.sleep(3600)
+        return "read"
+    asleep = lambda pid: ("S", 7)  # noqa: E731 - a child that never gets a tick of CPU
+    started = time.monotonic()
+    assert bounded.in_child(stuck_the_first_time, 60.0, "reading", stall_s=0.2, cpu=asleep) == "read"
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.skipif(not bounded.can_fork(), reason="no os.fork here: the read runs in this process")
+def test_a_child_stuck_every_time_is_a_reason_that_says_so() -> None:
+    with pytest.raises(bounded.DeadlineExceeded, match=r"^reading host.xplane.pb: its process was stuck 2 times "
+                                                        r"\(asleep with no CPU time for 0.1 s"):
+        bounded.in_child(lambda: time.sleep(3600), 60.0, "reading host.xplane.pb", stall_s=0.1,
+                         cpu=lambda pid: ("S", 0), attempts=2)
+
+
+@pytest.mark.skipif(not bounded.can_fork(), reason="no os.fork here: the read runs in this process")
+def test_a_child_that_runs_or_gains_cpu_time_is_never_taken_for_stuck() -> None:
+    ticks = iter(range(10**6))
+    running = lambda pid: ("S", next(ticks))  # noqa: E731 - asleep at each look, but with new CPU time each time
+    assert bounded.in_child(lambda: time.sleep(0.6) or 1, 60.0, "reading", stall_s=0.05, cpu=running) == 1
+    assert bounded.in_child(lambda: time.sleep(0.6) or 2, 60.0, "reading", stall_s=0.05,
+                            cpu=lambda pid: ("R", 0)) == 2
+    assert bounded.in_child(lambda: time.sleep(0.6) or 3, 60.0, "reading", stall_s=0.05,
+                            cpu=lambda pid: None) == 3  # no /proc: only the deadline
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc here")
+def test_the_cpu_probe_reads_state_and_ticks_from_proc() -> None:
+    import os
+    state, ticks = bounded.child_cpu(os.getpid()) or ("?", -1)
+    assert state == "R" and ticks >= 0  # this process, reading its own stat, is running
+    assert bounded.child_cpu(2**22 + 12345) is None  # past pid_max: no such process
+
+
 @pytest.fixture
 def hanging_stop(fake: FakeProfiler, monkeypatch: pytest.MonkeyPatch) -> threading.Event:  # noqa: F811
     """The fake profiler's stop blocks until the returned event is set (set again after the test)."""
