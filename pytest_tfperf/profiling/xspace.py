@@ -46,6 +46,7 @@ from pytest_tfperf.profiling.profile_model import Group, Profile
 from pytest_tfperf.profiling.xspace_device import (
     CUPTI_PLANE, DEVICE_PLANE_PREFIX, STREAM_LINE_PREFIX, device_group, innermost_op, launch_starts, union_length,
 )
+from pytest_tfperf.profiling.xspace_functions import FunctionLinks, work_label
 
 WINDOW_MARKER = "tfperf_window"
 HOST_PLANE = "/host:CPU"
@@ -169,6 +170,8 @@ class _Read:
     # see ``Group.per_event``)
     op_events: dict[str, list[int]] = field(default_factory=dict)
     device_busy: list[float] | None = None  # ps per window the busiest GPU ran anything; None without GPU planes
+    # tf.data work group -> per window: the ps of it each stage's function ran (stage key; see xspace_functions)
+    work_stages: dict[str, list[Counter[str]]] = field(default_factory=dict)
 
 
 def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
@@ -191,6 +194,7 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
                  events=[0] * k, op_events=defaultdict(lambda: [0] * k))
     tables: dict[bool, dict[int, tuple[int, str | None, str | None, bool, bool, bool]]] = {False: {}, True: {}}
     seen = 0
+    links = FunctionLinks(names, stat_names)
     for line in plane.lines:
         tf_data = is_tf_data_thread(line.name)
         table = tables[tf_data]
@@ -211,6 +215,8 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
         fams: list[str | None] = [None] * n
         windows_of = [-1] * n
         sync = [False] * n
+        if links.active:
+            links.new_line(n)
         stack_end: list[int] = []
         stack_index: list[int] = []
         window = 0
@@ -232,6 +238,10 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
             if entry is None:
                 entry = table[mid] = _entry(names.get(mid, ""), tf_data, read)
             how, key, family, counts_as_stage, get_next, parallel = entry
+            if links.active and (counts_as_stage or mid in links.watched
+                                 or (parent >= 0 and links.under[parent] is not None)):
+                links.see(index, parent, raw[parent][2] if parent >= 0 else -1, mid, events[event_index],
+                          key if counts_as_stage else None, stack_index)
             if how == _FIXED or how == _SYNC_STAGE:
                 group = key
                 if how == _SYNC_STAGE:
@@ -241,7 +251,10 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
                 sync[index] = parent >= 0 and sync[parent]  # wrappers under a stage on the consumer's thread
             elif how == _TFDATA_OP:
                 inherited = groups_of[parent] if parent >= 0 else None
-                group = inherited if inherited is not None and inherited.startswith("stage:") else key
+                if inherited is not None and inherited.startswith("stage:"):
+                    group = inherited
+                else:
+                    group = (links.group(index, family) if links.active and family is not None else None) or key
             else:
                 group = _traced(events[event_index], names.get(mid, ""), traced_stat, stat_names, read.kinds)
                 if group is None:
@@ -280,6 +293,10 @@ def _read_plane(space: Any, *, marker: str, deadline: float | None) -> _Read:
             if family is not None:
                 families[group][window][family] += own
                 op_events[group][window] += 1
+    if links.active:
+        links.resolve(read.self_time, read.op_events, read.families, read.work_stages, k,
+                      lambda family: _register(read.kinds, "tfdata:" + family, "tf.data work",
+                                               f"{family} in tf.data functions"))
     return read
 
 
@@ -406,6 +423,11 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
         if not any(mine):
             continue
         kind, label = read.kinds[key]
+        if key in read.work_stages:
+            by_stage: Counter[str] = Counter()
+            for w in chosen:
+                by_stage.update(read.work_stages[key][w])
+            label = work_label(label, key[len("tfdata:"):], by_stage, sum(mine))
         per_window = tuple(v * per_iteration for v in mine)
         per_element = None
         parallel = None

@@ -184,6 +184,49 @@ def test_a_pipeline_gives_stages_per_element_parallelism_and_the_consumers_wait(
     assert profile.group("stage:Prefetch") is None  # the prefetch itself did no work the consumer did not wait for
 
 
+def test_a_function_op_on_the_thread_pool_is_labelled_with_the_stage_whose_function_ran_it() -> None:
+    # As TensorFlow records them: a parallel map's producer holds its input's event and the call (an id); a filter
+    # calls its predicate inside its own event; the ops run on the pool under ExecutorState::Process with that id.
+    s = Space()
+    s.windows(2, 1000)
+    for w in range(2):
+        t = w * 1000
+        s.event("tf_data_iterator_resource/1", "ParallelMapProduce", t + 10, 100)
+        s.event("tf_data_iterator_resource/1", "Iterator::Root::Prefetch::Filter::ParallelMapV2::TensorSlice",
+                t + 11, 5)
+        s.event("tf_data_iterator_resource/1", "InstantiatedCapturedFunction::RunAsync", t + 20, 80, id=-(w + 7))
+        s.event("tf_data_iterator_resource/1", "FunctionRun", t + 21, 70, id=-(w + 7), _p=5)
+        s.event("tf_data_private_threadpool/2", "ExecutorState::Process", t + 30, 60, id=-(w + 7), _c=5)
+        s.event("tf_data_private_threadpool/2", "resize/ResizeBilinear:ResizeBilinear", t + 31, 50)
+        s.event("tf_data_iterator_resource/3", "Iterator::Root::Prefetch::Filter", t + 200, 300)
+        s.event("tf_data_iterator_resource/3", "InstantiatedCapturedFunction::RunWithBorrowedArgs", t + 300, 150,
+                id=w + 100)
+        s.event("tf_data_private_threadpool/4", "ExecutorState::Process", t + 310, 100, id=w + 100)
+        s.event("tf_data_private_threadpool/4", "reduce_std/sub:SquaredDifference", t + 311, 80)
+        s.event("tf_data_private_threadpool/4", "cast:Cast", t + 500, 20)  # under no call
+    profile = summarise(s.parsed(), name="pipe", iterations=1)
+    resize = profile.group("tfdata:ResizeBilinear")  # the key is the family's, whatever stage ran it
+    assert resize.label == "ResizeBilinear in the function of tf.data stage Prefetch/Filter/Map"
+    assert resize.per_window == pytest.approx((50e-6,) * 2)
+    assert profile.group("tfdata:SquaredDifference").label == \
+        "SquaredDifference in the function of tf.data stage Prefetch/Filter"
+    assert profile.group("tfdata:Cast").label == "Cast in tf.data functions"
+
+
+def test_a_function_family_split_between_stages_names_the_one_that_ran_most_of_it() -> None:
+    s = Space()
+    s.windows(1, 1000)
+    for stage, start, call, us in (("Map", 0, 1, 70), ("Map::Batch::Map", 300, 2, 30)):
+        s.event("tf_data_iterator_resource/1", f"Iterator::Root::Prefetch::{stage}", start, 200)
+        s.event("tf_data_iterator_resource/1", "InstantiatedCapturedFunction::RunWithBorrowedArgs", start + 1, 150,
+                id=call)
+        s.event("tf_data_private_threadpool/2", "ExecutorState::Process", start + 2, 100, id=call)
+        s.event("tf_data_private_threadpool/2", "cast:Cast", start + 3, us)
+    cast = summarise(s.parsed(), name="pipe", iterations=1).group("tfdata:Cast")
+    assert cast.label == "Cast in tf.data functions, 70% of it in stage Prefetch/Map's"
+    assert cast.per_window == pytest.approx((100e-6,))
+
+
 def test_a_stage_seen_on_two_threads_is_parallel() -> None:
     s = Space()
     s.windows(1, 1000)
