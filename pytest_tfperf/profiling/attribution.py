@@ -36,7 +36,7 @@ from dataclasses import replace
 
 from pytest_tfperf import stats
 from pytest_tfperf.profiling import noise
-from pytest_tfperf.profiling.names import is_optimizer_group
+from pytest_tfperf.profiling.names import is_optimizer_group, moved_stages
 from pytest_tfperf.profiling.across import across_pairs, pair_prepared
 from pytest_tfperf.profiling.noise import (
     DEVICE_OP_KINDS, FAMILY_ALPHA, SHORT_EVENT_S, Factor, Prior, Test, group_test, holm,
@@ -66,6 +66,9 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
     and ``current``."""
     if not math.isfinite(measured):
         raise ValueError(f"measured change must be finite, got {measured!r}")
+    # A stage inserted or removed above others changes their paths, which are their keys: pair them again first
+    base = _stages_aligned(base, current)
+    replicates = [(_stages_aligned(b, c), c) for b, c in replicates]
     raw_base, raw_current = base, current
     path = step_path(current)
     devices = base.has_device or current.has_device
@@ -182,6 +185,14 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
         same_session=base.logdir is not None and base.logdir == current.logdir, tau=factor.tau,
         factor_groups=factor.groups, step=w_b, profiled_moved=profiled_moved,
         pairs=1 + len(replicates), leads=leads)
+
+
+def _stages_aligned(base: Profile, current: Profile) -> Profile:
+    """``base`` with each stage that sits under one stage more or less in ``current`` keyed as it is there."""
+    moved = moved_stages([g.key for g in base.groups], [g.key for g in current.groups])
+    if not moved:
+        return base
+    return replace(base, groups=tuple(replace(g, key=moved[g.key]) if g.key in moved else g for g in base.groups))
 
 
 def host_path_time(profile: Profile) -> float:

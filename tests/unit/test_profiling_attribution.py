@@ -12,6 +12,7 @@ import pytest
 import json
 
 from pytest_tfperf.profiling.attribution import attribute, attribution_dict, explanation_lines
+from pytest_tfperf.profiling.names import moved_stages
 from pytest_tfperf.profiling.profile_model import Group, Profile
 
 MS = 1e-3
@@ -194,6 +195,36 @@ def test_a_map_that_only_waits_longer_for_a_slower_source_is_not_blamed() -> Non
     assert lines[3].startswith("    behind it: Prefetch/Map/FlatMap/Generator (tf.data stage, sequential) grew")
     assert "was 0.10 ms/element, now 2.10 ms/element" in lines[3]
     assert lines[4].startswith("  tf.data also moved")
+
+
+def test_a_map_added_after_the_batch_is_behind_the_wait_and_the_stages_below_it_keep_their_identity() -> None:
+    # Held-out pipeline set 5's label lookup: a map added after .batch puts every stage below it on a new path.
+    # Read by path alone, the unchanged fused map "vanished" and "appeared" and could lead.
+    wait_base = group("wait:input", (1.0,) * 5, kind="input wait")
+    wait_now = group("wait:input", (4.0, 4.1, 3.9, 4.0, 4.0), kind="input wait")
+    base = profile(wait_base, stage("stage:Prefetch/MapAndBatch", (3.0, 3.1, 2.9, 3.0, 3.0), True, 0.2),
+                   stage("stage:Prefetch/MapAndBatch/ForeverRepeat/TensorSlice", (0.3,) * 5, False, 0.02))
+    current = profile(wait_now, stage("stage:Prefetch/Map", (3.2, 3.1, 3.3, 3.2, 3.2), True, 3.2),
+                      stage("stage:Prefetch/Map/MapAndBatch", (3.0, 2.9, 3.1, 3.0, 3.0), True, 0.2),
+                      stage("stage:Prefetch/Map/MapAndBatch/ForeverRepeat/TensorSlice", (0.3,) * 5, False, 0.02))
+    att = attribute(base, current, 3.0 * MS)
+    assert [c.key for c in att.pipeline] == ["stage:Prefetch/Map"]
+    assert att.top is not None and att.top.key == "stage:Prefetch/Map" and att.top.how == "appeared"
+
+
+def test_stages_one_stage_apart_are_paired_only_where_the_match_is_one_to_one() -> None:
+    assert moved_stages(["stage:Prefetch/MapAndBatch", "stage:Prefetch/MapAndBatch/TensorSlice", "stage:Root"],
+                        ["stage:Prefetch/Map", "stage:Prefetch/Map/MapAndBatch", "stage:Root",
+                         "stage:Prefetch/Map/MapAndBatch/TensorSlice"]) == {
+        "stage:Prefetch/MapAndBatch": "stage:Prefetch/Map/MapAndBatch",
+        "stage:Prefetch/MapAndBatch/TensorSlice": "stage:Prefetch/Map/MapAndBatch/TensorSlice"}
+    # a stage removed: the other way round
+    assert moved_stages(["stage:Prefetch/Shuffle/Map"], ["stage:Prefetch/Map"]) == {
+        "stage:Prefetch/Shuffle/Map": "stage:Prefetch/Map"}
+    # another last stage is another stage; two candidates for one key pair nothing
+    assert moved_stages(["stage:Prefetch/Map"], ["stage:Prefetch/Map/Filter"]) == {}
+    assert moved_stages(["stage:Prefetch/Map"], ["stage:Prefetch/Batch/Map", "stage:Prefetch/Shuffle/Map"]) == {}
+    assert moved_stages(["layer:conv", "stage:Prefetch/Map"], ["layer:conv", "stage:Prefetch/Map"]) == {}
 
 
 def test_the_stage_whose_own_change_is_largest_is_behind_the_wait_not_a_tiny_source_below_it() -> None:
