@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from explain_pipelines_heldout5_cases import HELDOUT5, HELPERS5
+from explain_pipelines_heldout6_cases import HELDOUT6, HELPERS6, PATH_JUDGES6
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -227,7 +228,7 @@ HELDOUT4: dict[str, tuple[str, str, str, int, Callable[[str], bool]]] = {
         32, lambda stage: ("Map" in stage and "FlatMap" not in stage) or stage in ("Batch", "BatchV2")),
 }
 
-ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4, **HELDOUT5}
+ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4, **HELDOUT5, **HELDOUT6}
 
 # Unchanged pipelines through the plugin's own path (``--set aa``): revision B is revision A with a comment added,
 # and every verdict is explained as if it were red (``explain_models_against.FORCE_CONFTEST``), its five pairs of
@@ -411,6 +412,7 @@ def pipeline_module(expression: str, items: int, extra: str = "") -> str:
 def make_repo(repo: Path, case: str) -> None:
     _, healthy, regressed, items, _ = ALL[case]
     extra = HELPERS5 if case in HELDOUT5 else ""  # set 5's own helpers, only in its cases' modules
+    extra += HELPERS6 if case in HELDOUT6 else ""  # set 6's likewise
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     (repo / "test_pipeline.py").write_text(TEST)
@@ -426,16 +428,47 @@ def make_repo(repo: Path, case: str) -> None:
 
 def named_first(data: Mapping[str, Any] | None) -> str | None:
     """The key of what the report's headline leads with (``reports.explain_headline``'s order, steps 1, 3, 4)."""
+    item = named_first_item(data)
+    return None if item is None else str(item.get("key") or item.get("label"))
+
+
+def named_first_item(data: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """What the report's headline leads with, as the JSON holds it (key, kind, label...)."""
     if not isinstance(data, Mapping):
         return None
     causes = [c for c in data.get("causes") or [] if isinstance(c, Mapping)]
     paced = data.get("paced_by")
     if causes and causes[0].get("kind") == "input wait" and isinstance(paced, Mapping):
-        return str(paced.get("key") or paced.get("label"))
+        return paced
     if causes:
-        return str(causes[0].get("key") or causes[0].get("label"))
+        return causes[0]
     pipeline = [c for c in data.get("pipeline") or [] if isinstance(c, Mapping)]
-    return str(pipeline[0].get("key") or pipeline[0].get("label")) if pipeline else None
+    return pipeline[0] if pipeline else None
+
+
+# An op of a tf.data function is labelled with the stage whose function ran it (since e447314)
+_FUNCTION_STAGE = re.compile(r"in the function of tf\.data stage (\S+)$|of it in stage (\S+)'s$")
+
+
+def named_stage_path(item: Mapping[str, Any] | None) -> str:
+    """The path of the stage the headline names: a stage's own, or the one whose function ran the op it names."""
+    if item is None:
+        return ""
+    key, label = str(item.get("key") or ""), str(item.get("label") or "")
+    if key.startswith("stage:"):
+        return key[len("stage:"):]
+    found = _FUNCTION_STAGE.search(label) if item.get("kind") == "tf.data work" else None
+    return (found.group(1) or found.group(2)) if found else ""
+
+
+def planted_named(case: str, path: str) -> bool:
+    """The case's judge on the named stage: on its whole path where the case judges paths (PATH_JUDGES6), else on
+    its own name (the last element of the path)."""
+    if not path:
+        return False
+    if case in PATH_JUDGES6:
+        return bool(PATH_JUDGES6[case](path))
+    return bool(ALL[case][4](path.split("/")[-1]))
 
 
 def stage_name(key: str | None) -> str:
@@ -491,6 +524,8 @@ def session(repo: Path, case: str, index: int, keep: Path | None = None) -> dict
             "load": round(os.getloadavg()[0], 2), "verdict": verdict, "red": proc.returncode == 1,
             "explained": isinstance(data, Mapping) and "causes" in data, "named_first": first,
             "stage": stage_name(first), "planted_first": bool(ALL[case][4](stage_name(first))),
+            "named_stage": named_stage_path(named_first_item(data)),
+            "planted_named_first": planted_named(case, named_stage_path(named_first_item(data))),
             "nothing_moved": said_nothing_moved(lines),
             "blamed": blamed(data),
             "lines": lines, "tail": "" if lines else (proc.stdout + proc.stderr)[-3000:]}
@@ -508,6 +543,7 @@ def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: 
     """Each case's two pipelines pulled in one process, taking turns; microseconds per pull, per turn."""
     namespace: dict[str, Any] = {}
     extra = HELPERS5 if set(cases) & set(HELDOUT5) else ""  # set 5's helpers build tables and data: only if asked
+    extra += HELPERS6 if set(cases) & set(HELDOUT6) else ""  # set 6's write shard files: likewise
     exec(COMMON + HELPERS + extra, namespace)  # noqa: S102 - this file's own pipeline helpers
     rows: dict[str, dict[str, list[float]]] = {}
     for case in cases:
@@ -572,18 +608,23 @@ def write(report: dict[str, Any], out: Path) -> list[str]:
     red = [r for r in runs if r["red"]]
     s = report["summary"] = {"sessions": len(runs), "red": len(red), "explained": sum(r["explained"] for r in red),
                              "planted_first": sum(r["planted_first"] for r in red),
+                             "planted_named_first": sum(r.get("planted_named_first", False) for r in red),
                              "nothing_moved": sum(r["nothing_moved"] for r in red)}
     return _emit(report, out, "Default-option pipelines explained under --tfperf-against",
                  f"red verdicts: {s['red']} of {s['sessions']} sessions; explained {s['explained']}; the planted "
-                 f"stage named first {s['planted_first']} of {s['red']}; \"nothing moved\" {s['nothing_moved']}",
-                 ["named first", "planted first", "load"],
-                 lambda r: [f"`{r['named_first']}`", str(r["planted_first"]), str(r["load"])])
+                 f"stage first {s['planted_first']} of {s['red']} by the headline's key, "
+                 f"{s['planted_named_first']} of {s['red']} by the stage it names (its own, or the one whose "
+                 f"function ran the op it names); \"nothing moved\" {s['nothing_moved']}",
+                 ["named first", "its stage", "planted first (key)", "planted first (stage named)", "load"],
+                 lambda r: [f"`{r['named_first']}`", f"`{r.get('named_stage', '')}`", str(r["planted_first"]),
+                            str(r.get("planted_named_first", "")), str(r["load"])])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
-    parser.add_argument("--set", choices=("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "aa"),
+    parser.add_argument("--set", choices=("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6",
+                                          "aa"),
                         default="dev",
                         help="dev: the four cases the own-change rule was chosen on; heldout: four written after it "
                              "(the settling chosen on their run); heldout2: four written after the settling (its "
@@ -591,7 +632,8 @@ def main() -> int:
                              "heldout4: four written after c599814, before any run of them; "
                              "heldout5: six written after "
                              "d5890e3 by a writer who read none of the rules, before any run of them "
-                             "(benchmarks/explain_pipelines_heldout5_cases.py); aa: the healthy "
+                             "(benchmarks/explain_pipelines_heldout5_cases.py); heldout6: six written after "
+                             "7236bc9 likewise (benchmarks/explain_pipelines_heldout6_cases.py); aa: the healthy "
                              "pipelines of heldout3 and heldout4 on both sides, every verdict explained as if red")
     parser.add_argument("--cases", nargs="*", help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_pipelines_against")
@@ -618,7 +660,7 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tfperf-pipe-against-") as tmp:
         sets = {"dev": CASES, "heldout": HELDOUT, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "heldout4": HELDOUT4,
-                "heldout5": HELDOUT5, "aa": AA}
+                "heldout5": HELDOUT5, "heldout6": HELDOUT6, "aa": AA}
         for case in args.cases or list(sets[args.set]):
             repo = Path(tmp) / case
             make_repo(repo, case)
