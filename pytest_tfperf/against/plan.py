@@ -26,9 +26,9 @@ however many rounds, is evidence about that pair. The plan:
    independent evidence to tell, as when its rounds move together in
    spells), the same fresh pair measures as many rounds again and the pooled
    rounds decide: a pair that cannot tell is not a pair that disagrees.
-4. An unchanged verdict whose rounds' mean time per item reads slower (a cost
-   on a few iterations, which the median does not see) gets a notice when two
-   fresh pairs read it slower too (``against.periodic``).
+4. An unchanged or noisy verdict whose rounds' mean time per item reads slower
+   (a cost on a few iterations, which the median does not see) gets a notice
+   when two fresh pairs read it slower too (``against.periodic``).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def judge(session: TfPerfSession, test_id: str, measured: dict[str, Measurement]
             "rounds a side)")
     rounds = len(measured[name].timings.round_sizes)
     confirm_settings = dataclasses.replace(settings, rounds=rounds, min_rounds=rounds)  # fresh pairs: as many
-    if not throughput_regressed(outcome) and not throughput_improved(outcome):  # said only beside "unchanged"
+    if not throughput_regressed(outcome) and not throughput_improved(outcome):  # beside "unchanged" or "noisy"
         return periodic_notice(test_id, measured[name], theirs, outcome, session._tolerances(options),
                                lambda: session._confirm_against(test_id, confirm_settings))
     if throughput_improved(outcome):

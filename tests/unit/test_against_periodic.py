@@ -1,5 +1,5 @@
 """The --tfperf-against notice of a cost on a few iterations (``against.periodic``), with the partners faked: given
-beside an unchanged verdict only when two fresh pairs of processes read the mean time per item slower too."""
+beside an unchanged or noisy verdict only when two fresh pairs of processes read the mean time per item slower too."""
 
 from __future__ import annotations
 
@@ -32,10 +32,11 @@ class FakePartner:
         pass
 
 
-def judged(first: tuple[Measurement, Measurement], fresh: list[tuple[Measurement, Measurement] | None]
-           ) -> tuple[Any, list[int]]:
+def judged(first: tuple[Measurement, Measurement], fresh: list[tuple[Measurement, Measurement] | None],
+           again: tuple[Measurement, Measurement] | None = None) -> tuple[Any, list[int]]:
     """The plan's outcome for the first pair ``first`` (ours, theirs), the fresh pairs answering ``fresh`` in turn
-    (None: could not be started); and the rounds each fresh pair was asked for."""
+    (None: could not be started); and the rounds each fresh pair was asked for. ``again``: what the first pair
+    measures when its verdict was borderline (None: it must not be asked)."""
     s = TfPerfSession(SessionConfig(measure=True, against="origin/main"), "/nonexistent")
     s._partner = FakePartner()  # type: ignore[assignment]
     answers = iter(fresh)
@@ -48,7 +49,10 @@ def judged(first: tuple[Measurement, Measurement], fresh: list[tuple[Measurement
         return (pair, None) if pair is not None else (None, "the partner did not start")
 
     s._confirm_against = confirm  # type: ignore[method-assign]
-    s._measure_beside_partner = lambda *a, **k: (_ for _ in ()).throw(AssertionError("looked again"))  # type: ignore[method-assign]
+    if again is None:
+        s._measure_beside_partner = lambda *a, **k: (_ for _ in ()).throw(AssertionError("looked again"))  # type: ignore[method-assign]
+    else:
+        s._measure_beside_partner = lambda *a, **k: ({"": again[0]}, again[1], "")  # type: ignore[method-assign]
     outcome = s._judge_against(TEST_ID, {"": first[0]}, "", first[1], MarkerOptions(), SETTINGS, None)  # type: ignore[arg-type]
     return outcome, asked
 
@@ -96,3 +100,27 @@ def test_no_fresh_pair_is_started_when_the_first_pair_reads_the_mean_alike() -> 
     outcome, asked = judged((periodic(1, stall=4.0), periodic(2, stall=4.0)), [])
     assert asked == [] and outcome.notices == []
     assert "mean time per item" not in message(outcome)
+
+
+def noisy_periodic(seed: int, *, stall: float, rounds: int = 20, per_round: int = 64) -> Measurement:
+    """As ``periodic``, each round also 25% faster or slower as a whole (lognormal): the rounds' medians vary so much
+    that the median's verdict is "noisy", while the mean time per item, 1.5x with the stall, still reads it."""
+    rng = random.Random(seed)
+    samples = []
+    for _ in range(rounds):
+        spell = rng.lognormvariate(0.0, 0.25)
+        samples += [int(1e6 * spell * rng.lognormvariate(0.0, 0.03) + (stall * 1e6 if i % 8 == 7 else 0.0))
+                    for i in range(per_round)]
+    return Measurement(test_id=TEST_ID, mode="call",
+                       timings=Timings(tuple(samples), (per_round,) * rounds, 1.0, 1), traces_steady=0)
+
+
+def test_a_cost_on_a_few_iterations_is_told_beside_a_noisy_verdict_too() -> None:
+    outcome, asked = judged((noisy_periodic(1, stall=4.0), noisy_periodic(2, stall=0.0)),
+                            [(noisy_periodic(3, stall=4.0), noisy_periodic(4, stall=0.0)),
+                             (noisy_periodic(5, stall=4.0), noisy_periodic(6, stall=0.0))],
+                            again=(noisy_periodic(7, stall=4.0), noisy_periodic(8, stall=0.0)))
+    throughput = outcome.verdict.metric("throughput")
+    assert str(throughput.status) == "noisy"  # the verdict stays the median's
+    assert asked == [40, 40]  # as many rounds as the first pair's two looks pooled
+    assert "; but the mean time per item is " in str(throughput.message)
