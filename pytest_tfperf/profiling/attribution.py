@@ -36,7 +36,7 @@ from dataclasses import replace
 
 from pytest_tfperf import stats
 from pytest_tfperf.profiling import noise
-from pytest_tfperf.profiling.names import is_optimizer_group, moved_stages
+from pytest_tfperf.profiling.names import is_optimizer_group
 from pytest_tfperf.profiling.across import across_pairs, pair_prepared
 from pytest_tfperf.profiling.noise import (
     DEVICE_OP_KINDS, FAMILY_ALPHA, SHORT_EVENT_S, Factor, Prior, Test, group_test, holm,
@@ -45,6 +45,7 @@ from pytest_tfperf.profiling.parts import (
     CPU_FRAME, CPU_KINDS, DEVICE, HOST, PIPELINE_KINDS, SELF_FRAME, Attribution, Change,
 )
 from pytest_tfperf.profiling.profile_model import Group, Profile
+from pytest_tfperf.profiling.stage_alignment import StageNode, aligned_keys
 from pytest_tfperf.profiling.wording import attribution_dict, explanation_lines
 
 __all__ = ["Attribution", "Change", "attribute", "attribution_dict", "explanation_lines", "host_path_time",
@@ -188,11 +189,17 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
 
 
 def _stages_aligned(base: Profile, current: Profile) -> Profile:
-    """``base`` with each stage that sits under one stage more or less in ``current`` keyed as it is there."""
-    moved = moved_stages([g.key for g in base.groups], [g.key for g in current.groups])
+    """``base`` with each stage keyed as its stage is in ``current`` where the pipeline changed shape
+    (``stage_alignment``: a stage inserted or removed renames the stages below it, or takes another's path)."""
+    moved = aligned_keys(_stage_nodes(base), _stage_nodes(current))
     if not moved:
         return base
     return replace(base, groups=tuple(replace(g, key=moved[g.key]) if g.key in moved else g for g in base.groups))
+
+
+def _stage_nodes(profile: Profile) -> list[StageNode]:
+    return [StageNode(g.key, g.parallel, frozenset(g.functions or ()) | frozenset(g.families))
+            for g in profile.groups if g.kind == "stage"]
 
 
 def host_path_time(profile: Profile) -> float:

@@ -21,7 +21,6 @@ Pure string work: no TensorFlow here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 _OP_TYPE = re.compile(r"[A-Z_][A-Za-z0-9_]*\Z")
 _COUNTER = re.compile(r"(?:_\d+)+\Z")
@@ -113,31 +112,6 @@ def _stage_kind(part: str) -> str:
         if part.startswith(prefix) and len(part) > len(prefix):
             part = part[len(prefix):]
     return part
-
-
-def moved_stages(base: Iterable[str], current: Iterable[str]) -> dict[str, str]:
-    """The stage keys (``stage:<path>``) of ``base`` that are, in ``current``, the same stage under one stage
-    inserted or removed on its path, each to its key there: ``stage:Prefetch/MapAndBatch`` ->
-    ``stage:Prefetch/Map/MapAndBatch`` when a map was added after the batch. A stage's key is its path from the
-    root, so without this every stage below an added one reads "vanished" on one side and "appeared" on the other.
-    Only one-to-one matches of keys found on one side alone, with the same last stage, are kept."""
-    before = {k for k in base if k.startswith("stage:")}
-    after = {k for k in current if k.startswith("stage:")}
-    only_b, only_c = sorted(before - after), sorted(after - before)
-    paths = {k: k[len("stage:"):].split("/") for k in only_b + only_c}
-    match = {b: [c for c in only_c if _one_apart(paths[b], paths[c]) or _one_apart(paths[c], paths[b])]
-             for b in only_b}
-    back: dict[str, int] = {}
-    for found in match.values():
-        for c in found:
-            back[c] = back.get(c, 0) + 1
-    return {b: found[0] for b, found in match.items() if len(found) == 1 and back[found[0]] == 1}
-
-
-def _one_apart(shorter: list[str], longer: list[str]) -> bool:
-    """``longer`` is ``shorter`` with one stage inserted above its last (the same stage at the end)."""
-    return (len(longer) == len(shorter) + 1 and bool(shorter) and shorter[-1] == longer[-1]
-            and any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer) - 1)))
 
 
 def stage_leaf(event_name: str) -> str:

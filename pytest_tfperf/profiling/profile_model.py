@@ -62,6 +62,10 @@ class Group:
     # Op groups: traced op events an iteration (their count over the iterations profiled). A whole number when every
     # op of the group was traced on every iteration; a fraction when TensorFlow traced some and not others.
     events: float | None = None
+    # Stages: the op families their function ran (on tf.data's threads, linked to the stage by the call's id),
+    # largest first. What tells two maps apart when the pipeline changed shape (``stage_alignment``). Optional in
+    # the stored form: older profiles lack it.
+    functions: tuple[str, ...] | None = None
 
     @property
     def mean(self) -> float:
@@ -212,6 +216,8 @@ def _group_dict(group: Group) -> dict[str, Any]:
         out["per_event"] = round(group.per_event * 1e6, 2)
     if group.events is not None:
         out["events"] = round(group.events, 4)
+    if group.functions is not None:
+        out["functions"] = list(group.functions)
     return out
 
 
@@ -226,9 +232,11 @@ def _group_from(data: Mapping[str, Any], windows: int) -> Group:
     parallel = data.get("parallel")
     per_event = data.get("per_event")
     events = data.get("events")
+    functions = data.get("functions")
     return Group(key=str(data["key"]), kind=kind, label=str(data["label"]),
                  families=tuple(str(f) for f in data.get("families", ())), per_window=per_window,
                  per_element=None if per_element is None else float(per_element) / 1e6,
                  parallel=None if parallel is None else bool(parallel),
                  per_event=None if per_event is None else float(per_event) / 1e6,
-                 events=None if events is None else float(events))
+                 events=None if events is None else float(events),
+                 functions=None if functions is None else tuple(str(f) for f in functions))

@@ -46,7 +46,7 @@ from pytest_tfperf.profiling.profile_model import Group, Profile
 from pytest_tfperf.profiling.xspace_device import (
     CUPTI_PLANE, DEVICE_PLANE_PREFIX, STREAM_LINE_PREFIX, device_group, innermost_op, launch_starts, union_length,
 )
-from pytest_tfperf.profiling.xspace_functions import FunctionLinks, work_label
+from pytest_tfperf.profiling.xspace_functions import FunctionLinks, stage_functions, work_label
 
 WINDOW_MARKER = "tfperf_window"
 HOST_PLANE = "/host:CPU"
@@ -418,6 +418,7 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
     per_iteration = 1e-12 / iterations  # ps per window -> seconds per iteration
     k = len(chosen)
     built: list[Group] = []
+    functions = stage_functions(read.work_stages, chosen)
     for key, values in read.self_time.items():
         mine = [values[w] for w in chosen]
         if not any(mine):
@@ -446,7 +447,8 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
         built.append(Group(key=key, kind=kind, label=label, families=fams, per_window=per_window,
                            per_element=per_element, parallel=parallel,
                            per_event=op_time * 1e-12 / ops if ops else None,
-                           events=ops / (iterations * k) if ops else None))
+                           events=ops / (iterations * k) if ops else None,
+                           functions=functions.get(key) if kind == "stage" else None))
     built.sort(key=lambda g: -g.mean)
     stages = [g for g in built if g.kind == "stage"][:max_stages]
     rest = [g for g in built if g.kind != "stage" and not g.on_device]

@@ -14,7 +14,7 @@ inserted above another does not rename its function's ops; the stage only names 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_tfperf.profiling.names import is_stage, stage_key
@@ -109,6 +109,19 @@ def work_label(label: str, family: str, by_stage: Counter[str], total: float) ->
     if time_ps > 0.5 * total:
         return f"{family} in tf.data functions, {time_ps / total:.0%} of it in stage {path}'s"
     return label
+
+
+def stage_functions(work_stages: Mapping[str, list[Counter[str]]], windows: Sequence[int], most: int = 4
+                    ) -> dict[str, tuple[str, ...]]:
+    """Each stage's function's op families over ``windows`` (``most`` of them, largest first), from the tf.data work
+    groups' time per stage (``FunctionLinks.resolve``): what tells two maps apart (``stage_alignment``)."""
+    by_stage: dict[str, Counter[str]] = {}
+    for key, per_window in work_stages.items():
+        family = key[len("tfdata:"):]
+        for w in windows:
+            for stage, ps in per_window[w].items():
+                by_stage.setdefault(stage, Counter())[family] += ps
+    return {stage: tuple(f for f, _ in found.most_common(most)) for stage, found in by_stage.items()}
 
 
 def _id(event: Any, stat_id: int | None) -> int | None:

@@ -12,7 +12,6 @@ import pytest
 import json
 
 from pytest_tfperf.profiling.attribution import attribute, attribution_dict, explanation_lines
-from pytest_tfperf.profiling.names import moved_stages
 from pytest_tfperf.profiling.profile_model import Group, Profile
 
 MS = 1e-3
@@ -212,19 +211,23 @@ def test_a_map_added_after_the_batch_is_behind_the_wait_and_the_stages_below_it_
     assert att.top is not None and att.top.key == "stage:Prefetch/Map" and att.top.how == "appeared"
 
 
-def test_stages_one_stage_apart_are_paired_only_where_the_match_is_one_to_one() -> None:
-    assert moved_stages(["stage:Prefetch/MapAndBatch", "stage:Prefetch/MapAndBatch/TensorSlice", "stage:Root"],
-                        ["stage:Prefetch/Map", "stage:Prefetch/Map/MapAndBatch", "stage:Root",
-                         "stage:Prefetch/Map/MapAndBatch/TensorSlice"]) == {
-        "stage:Prefetch/MapAndBatch": "stage:Prefetch/Map/MapAndBatch",
-        "stage:Prefetch/MapAndBatch/TensorSlice": "stage:Prefetch/Map/MapAndBatch/TensorSlice"}
-    # a stage removed: the other way round
-    assert moved_stages(["stage:Prefetch/Shuffle/Map"], ["stage:Prefetch/Map"]) == {
-        "stage:Prefetch/Shuffle/Map": "stage:Prefetch/Map"}
-    # another last stage is another stage; two candidates for one key pair nothing
-    assert moved_stages(["stage:Prefetch/Map"], ["stage:Prefetch/Map/Filter"]) == {}
-    assert moved_stages(["stage:Prefetch/Map"], ["stage:Prefetch/Batch/Map", "stage:Prefetch/Shuffle/Map"]) == {}
-    assert moved_stages(["layer:conv", "stage:Prefetch/Map"], ["layer:conv", "stage:Prefetch/Map"]) == {}
+def test_a_map_added_right_after_another_map_leads_and_the_unchanged_map_keeps_its_identity() -> None:
+    # Held-out pipeline set 6's sequential noise map: the new map takes the path "Prefetch/Map" the unchanged
+    # augmentation had, and the augmentation moves to "Prefetch/Map/Map". Read by path alone, the augmentation
+    # "appeared" and was compared, under its old path, with the noise map. Their functions' ops tell them apart.
+    wait_base = group("wait:input", (1.0,) * 5, kind="input wait")
+    wait_now = group("wait:input", (3.0, 3.1, 2.9, 3.0, 3.0), kind="input wait")
+    base = profile(wait_base, replace(stage("stage:Prefetch/Map", (3.0, 3.1, 2.9, 3.0, 3.0), True, 0.2),
+                                      functions=("AdjustContrastv2", "RandomUniform")),
+                   stage("stage:Prefetch/Map/Batch", (0.3,) * 5, False, 0.02))
+    current = profile(wait_now, replace(stage("stage:Prefetch/Map", (2.0, 2.1, 1.9, 2.0, 2.0), False, 2.0),
+                                        functions=("RandomUniform", "AddV2", "ClipByValue")),
+                      replace(stage("stage:Prefetch/Map/Map", (3.0, 2.9, 3.1, 3.0, 3.0), True, 0.2),
+                              functions=("AdjustContrastv2", "RandomUniform")),
+                      stage("stage:Prefetch/Map/Map/Batch", (0.3,) * 5, False, 0.02))
+    att = attribute(base, current, 2.0 * MS)
+    assert [c.key for c in att.pipeline] == ["stage:Prefetch/Map"]
+    assert att.top is not None and att.top.key == "stage:Prefetch/Map" and att.top.how == "appeared"
 
 
 def test_the_stage_whose_own_change_is_largest_is_behind_the_wait_not_a_tiny_source_below_it() -> None:

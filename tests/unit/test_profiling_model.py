@@ -16,7 +16,8 @@ def make_profile(groups: int = 3, windows: int = 5) -> Profile:
         for i in range(groups))
     built = (Group(**{**{f: getattr(built[0], f) for f in Group.__slots__}, "per_event": 12.5e-6, "events": 64.0}),) + built[1:]
     stage = Group(key="stage:Prefetch/Map", kind="stage", label="Prefetch/Map", families=(),
-                  per_window=(2e-3,) * windows, per_element=5e-4, parallel=True)
+                  per_window=(2e-3,) * windows, per_element=5e-4, parallel=True,
+                  functions=("ResizeBilinear", "Cast"))
     return Profile(name="t", iterations=10, wall=(0.01,) * windows, groups=built + (stage,),
                    other=(1e-4,) * windows, smallest_kept=1e-3, input_wait=(0.0,) * windows, elements=1.0,
                    logdir="/tmp/logs")
@@ -33,6 +34,8 @@ def test_round_trip_through_json_keeps_every_field_to_the_stored_precision() -> 
     assert again.group("stage:Prefetch/Map").per_element == pytest.approx(5e-4)
     assert again.groups[0].per_event == pytest.approx(12.5e-6) and again.groups[1].per_event is None
     assert again.groups[0].events == 64.0 and again.groups[1].events is None
+    assert again.group("stage:Prefetch/Map").functions == ("ResizeBilinear", "Cast")
+    assert again.groups[0].functions is None
     assert again.stages()[0].describe() == "Prefetch/Map (tf.data stage, parallel)"
     assert again.groups[0].describe() == "layer_a (Conv2D family)"
 
@@ -42,7 +45,8 @@ def test_a_profile_stored_before_per_event_was_recorded_still_reads() -> None:
     for g in stored["groups"]:
         g.pop("per_event", None)
         g.pop("events", None)
-    assert all(g.per_event is None for g in Profile.from_dict(stored).groups)
+        g.pop("functions", None)
+    assert all(g.per_event is None and g.functions is None for g in Profile.from_dict(stored).groups)
 
 
 def test_forty_groups_of_ten_windows_stay_well_under_twenty_kb() -> None:

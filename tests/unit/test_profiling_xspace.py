@@ -211,6 +211,9 @@ def test_a_function_op_on_the_thread_pool_is_labelled_with_the_stage_whose_funct
     assert profile.group("tfdata:SquaredDifference").label == \
         "SquaredDifference in the function of tf.data stage Prefetch/Filter"
     assert profile.group("tfdata:Cast").label == "Cast in tf.data functions"
+    # each stage lists its own function's op families, what tells two maps apart when a pipeline changed shape
+    assert profile.group("stage:Prefetch/Filter").functions == ("SquaredDifference",)
+    assert profile.group("stage:Prefetch/Filter/Map/TensorSlice").functions is None
 
 
 def test_a_function_family_split_between_stages_names_the_one_that_ran_most_of_it() -> None:
