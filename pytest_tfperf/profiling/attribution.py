@@ -198,7 +198,8 @@ def _stages_aligned(base: Profile, current: Profile) -> Profile:
 
 
 def _stage_nodes(profile: Profile) -> list[StageNode]:
-    return [StageNode(g.key, g.parallel, frozenset(g.functions or ()) | frozenset(g.families))
+    return [StageNode(g.key, g.parallel, None if g.functions is None and not g.families
+                      else frozenset(g.functions or ()) | frozenset(g.families))
             for g in profile.groups if g.kind == "stage"]
 
 

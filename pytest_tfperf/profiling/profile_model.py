@@ -63,8 +63,9 @@ class Group:
     # op of the group was traced on every iteration; a fraction when TensorFlow traced some and not others.
     events: float | None = None
     # Stages: the op families their function ran (on tf.data's threads, linked to the stage by the call's id),
-    # largest first. What tells two maps apart when the pipeline changed shape (``stage_alignment``). Optional in
-    # the stored form: older profiles lack it.
+    # largest first; () where its function ran no traced op, None where no function was linked to any stage. What
+    # tells two maps apart when the pipeline changed shape (``stage_alignment``). Optional in the stored form: older
+    # profiles lack it.
     functions: tuple[str, ...] | None = None
 
     @property

@@ -8,7 +8,10 @@ tree edit (Zhang and Shasha's recursion over forests): deleting or inserting a s
 of the same transformation costs what tells them apart, and stages of different transformations never match:
 
 - the op families their functions ran (``Group.functions``, and the ops run inline, ``Group.families``): a
-  stage's function is what the user wrote, so two maps with disjoint ops are unlikely to be one map (up to 0.6);
+  stage's function is what the user wrote, so two maps with disjoint ops are unlikely to be one map (up to 0.6;
+  half of it where one ran traced ops and the other none, as a filter on a label beside one on an image's mean);
+- a ``Map`` and a ``MapAndBatch`` (0.3): tf.data fuses a map followed by ``.batch`` into one stage, so a map
+  inserted before the batch takes the fusion and the map it displaced becomes a plain ``Map``;
 - whether each ran in parallel (0.3): ``.map(f)`` and ``.map(f, num_parallel_calls=...)`` differ in that alone;
 - a thousandth per level of depth apart, so that of equally good matches the one that keeps a stage at its
   path wins, as keys alone did.
@@ -31,6 +34,8 @@ DELETE = 1.0  # deleting or inserting one stage
 NEVER = 2.5  # matching stages of two transformations: dearer than deleting one and inserting the other
 OPS_WEIGHT = 0.6  # two stages whose functions share no op family
 PARALLEL_WEIGHT = 0.3  # one ran in parallel, the other did not
+FUSED = frozenset({"Map", "MapAndBatch"})  # one user map, fused with the .batch after it or not
+FUSED_WEIGHT = 0.3
 DEPTH_WEIGHT = 1e-3  # per level apart: only breaks ties
 MAX_NODES = 40  # paths on a side (stages and their prefixes) beyond which the edit is not searched (time grows as n^4)
 VANISHED = "~before"  # appended to the key of a stage of the baseline that matched nothing but whose key the other
@@ -39,11 +44,12 @@ VANISHED = "~before"  # appended to the key of a stage of the baseline that matc
 
 @dataclass(frozen=True, slots=True)
 class StageNode:
-    """What the alignment knows of one stage: its key, whether it ran in parallel (None: unknown) and its ops."""
+    """What the alignment knows of one stage: its key, whether it ran in parallel and the op families its function
+    ran (None: unknown, as in a profile of a TensorFlow that does not link a function's ops to its stage)."""
 
     key: str
     parallel: bool | None = None
-    ops: frozenset[str] = frozenset()
+    ops: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +57,7 @@ class _Tree:
     keys: tuple[str, ...]  # node index -> stage key (``stage:`` and the path), virtual parents included
     kinds: tuple[str, ...]  # the transformation: the path's last part
     parallel: tuple[bool | None, ...]
-    ops: tuple[frozenset[str], ...]
+    ops: tuple[frozenset[str] | None, ...]
     depth: tuple[int, ...]
     children: tuple[tuple[int, ...], ...]
     roots: tuple[int, ...]
@@ -101,18 +107,23 @@ def _tree(nodes: Sequence[StageNode], reverse: bool) -> _Tree:
     known = [by_key.get(k) for k in keys]
     return _Tree(keys=keys, kinds=tuple(p[-1] for p in order),
                  parallel=tuple(None if n is None else n.parallel for n in known),
-                 ops=tuple(frozenset() if n is None else n.ops for n in known), depth=tuple(len(p) for p in order),
+                 ops=tuple(None if n is None else n.ops for n in known), depth=tuple(len(p) for p in order),
                  children=tuple(tuple(c) for c in children), roots=tuple(roots))
 
 
 def _rename(a: _Tree, i: int, b: _Tree, j: int) -> float:
-    if a.kinds[i] != b.kinds[j]:
-        return NEVER
     cost = DEPTH_WEIGHT * abs(a.depth[i] - b.depth[j])
+    if a.kinds[i] != b.kinds[j]:
+        if frozenset((a.kinds[i], b.kinds[j])) != FUSED:
+            return NEVER
+        cost += FUSED_WEIGHT
     if a.parallel[i] is not None and b.parallel[j] is not None and a.parallel[i] != b.parallel[j]:
         cost += PARALLEL_WEIGHT
-    if a.ops[i] and b.ops[j]:
-        cost += OPS_WEIGHT * (1.0 - len(a.ops[i] & b.ops[j]) / len(a.ops[i] | b.ops[j]))
+    ops_a, ops_b = a.ops[i], b.ops[j]
+    if ops_a and ops_b:
+        cost += OPS_WEIGHT * (1.0 - len(ops_a & ops_b) / len(ops_a | ops_b))
+    elif ops_a is not None and ops_b is not None and (ops_a or ops_b):
+        cost += OPS_WEIGHT / 2.0  # one ran traced ops, the other none
     return cost
 
 

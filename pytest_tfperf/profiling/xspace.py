@@ -448,7 +448,9 @@ def _build(read: _Read, chosen: list[int], *, name: str, iterations: int, top: i
                            per_element=per_element, parallel=parallel,
                            per_event=op_time * 1e-12 / ops if ops else None,
                            events=ops / (iterations * k) if ops else None,
-                           functions=functions.get(key) if kind == "stage" else None))
+                           # a stage whose function ran no traced op: () where functions were linked at all
+                           functions=functions.get(key, () if read.work_stages else None) if kind == "stage"
+                           else None))
     built.sort(key=lambda g: -g.mean)
     stages = [g for g in built if g.kind == "stage"][:max_stages]
     rest = [g for g in built if g.kind != "stage" and not g.on_device]

@@ -70,3 +70,29 @@ def test_branches_under_an_interleave_move_with_it() -> None:
 def test_other_groups_are_not_stages() -> None:
     assert aligned_keys([StageNode("layer:conv"), StageNode("stage:Prefetch/Map")],
                         [StageNode("layer:dense"), StageNode("stage:Prefetch/Map")]) == {}
+
+
+def test_a_map_that_lost_its_fusion_with_the_batch_is_still_that_map() -> None:
+    # A crop map added before .batch takes tf.data's map-and-batch fusion; the decode it displaced runs as a Map.
+    decode = frozenset({"DecodeJpeg", "ResizeBilinear"})
+    base = [StageNode("stage:Prefetch/MapAndBatch", True, decode), StageNode("stage:Prefetch/MapAndBatch/Repeat")]
+    current = [StageNode("stage:Prefetch/MapAndBatch", True, frozenset({"Slice", "ReverseV2"})),
+               StageNode("stage:Prefetch/MapAndBatch/Map", True, decode),
+               StageNode("stage:Prefetch/MapAndBatch/Map/Repeat")]
+    assert aligned_keys(base, current) == {"stage:Prefetch/MapAndBatch": "stage:Prefetch/MapAndBatch/Map",
+                                           "stage:Prefetch/MapAndBatch/Repeat": "stage:Prefetch/MapAndBatch/Map/Repeat"}
+
+
+def test_a_stage_whose_function_ran_no_traced_op_is_told_from_one_that_ran_some() -> None:
+    # A second .filter (on an image's mean) added right after a filter on a label, whose predicate's op is too short
+    # to be traced: the label filter is the one that ran none.
+    base = [StageNode("stage:Prefetch/Batch/Filter", False, frozenset()),
+            StageNode("stage:Prefetch/Batch/Filter/Map", True, frozenset({"DecodeJpeg"}))]
+    current = [StageNode("stage:Prefetch/Batch/Filter", False, frozenset({"Mean"})),
+               StageNode("stage:Prefetch/Batch/Filter/Filter", False, frozenset()),
+               StageNode("stage:Prefetch/Batch/Filter/Filter/Map", True, frozenset({"DecodeJpeg"}))]
+    assert aligned_keys(base, current)["stage:Prefetch/Batch/Filter"] == "stage:Prefetch/Batch/Filter/Filter"
+    # what a function ran unknown (no link in the profile): the old path wins the tie
+    unknown = [StageNode(n.key, n.parallel, None) for n in base]
+    assert "stage:Prefetch/Batch/Filter" not in aligned_keys(unknown, [StageNode(n.key, n.parallel, None)
+                                                                       for n in current])
