@@ -45,6 +45,7 @@ from typing import Any
 from explain_pipelines_heldout5_cases import HELDOUT5, HELPERS5
 from explain_pipelines_heldout6_cases import HELDOUT6, HELPERS6, PATH_JUDGES6
 from explain_pipelines_heldout7_cases import HELDOUT7, HELPERS7, PATH_JUDGES7
+from explain_pipelines_heldout8_cases import HELDOUT8, HELPERS8, PATH_JUDGES8
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -229,7 +230,7 @@ HELDOUT4: dict[str, tuple[str, str, str, int, Callable[[str], bool]]] = {
         32, lambda stage: ("Map" in stage and "FlatMap" not in stage) or stage in ("Batch", "BatchV2")),
 }
 
-ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4, **HELDOUT5, **HELDOUT6, **HELDOUT7}
+ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4, **HELDOUT5, **HELDOUT6, **HELDOUT7, **HELDOUT8}
 
 # Unchanged pipelines through the plugin's own path (``--set aa``): revision B is revision A with a comment added,
 # and every verdict is explained as if it were red (``explain_models_against.FORCE_CONFTEST``), its five pairs of
@@ -415,6 +416,7 @@ def make_repo(repo: Path, case: str) -> None:
     extra = HELPERS5 if case in HELDOUT5 else ""  # set 5's own helpers, only in its cases' modules
     extra += HELPERS6 if case in HELDOUT6 else ""  # set 6's likewise
     extra += HELPERS7 if case in HELDOUT7 else ""  # set 7's likewise
+    extra += HELPERS8 if case in HELDOUT8 else ""  # set 8's likewise
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     (repo / "test_pipeline.py").write_text(TEST)
@@ -464,7 +466,7 @@ def named_stage_path(item: Mapping[str, Any] | None) -> str:
 
 
 def planted_named(case: str, path: str) -> bool:
-    """The case's judge on the named stage: on its whole path where the case judges paths (PATH_JUDGES6, PATH_JUDGES7), else on
+    """The case's judge on the named stage: on its whole path where the case judges paths (PATH_JUDGES6..8), else on
     its own name (the last element of the path)."""
     if not path:
         return False
@@ -472,6 +474,8 @@ def planted_named(case: str, path: str) -> bool:
         return bool(PATH_JUDGES6[case](path))
     if case in PATH_JUDGES7:
         return bool(PATH_JUDGES7[case](path))
+    if case in PATH_JUDGES8:
+        return bool(PATH_JUDGES8[case](path))
     return bool(ALL[case][4](path.split("/")[-1]))
 
 
@@ -549,6 +553,7 @@ def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: 
     extra = HELPERS5 if set(cases) & set(HELDOUT5) else ""  # set 5's helpers build tables and data: only if asked
     extra += HELPERS6 if set(cases) & set(HELDOUT6) else ""  # set 6's write shard files: likewise
     extra += HELPERS7 if set(cases) & set(HELDOUT7) else ""
+    extra += HELPERS8 if set(cases) & set(HELDOUT8) else ""
     exec(COMMON + HELPERS + extra, namespace)  # noqa: S102 - this file's own pipeline helpers
     rows: dict[str, dict[str, list[float]]] = {}
     for case in cases:
@@ -629,7 +634,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--set", choices=("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6",
-                                          "heldout7", "aa"),
+                                          "heldout7", "heldout8", "aa"),
                         default="dev",
                         help="dev: the four cases the own-change rule was chosen on; heldout: four written after it "
                              "(the settling chosen on their run); heldout2: four written after the settling (its "
@@ -640,7 +645,8 @@ def main() -> int:
                              "(benchmarks/explain_pipelines_heldout5_cases.py); heldout6: six written after "
                              "7236bc9 likewise (benchmarks/explain_pipelines_heldout6_cases.py); heldout7: six written after "
                              "7794b36 likewise, four of them a stage inserted beside one of its kind "
-                             "(benchmarks/explain_pipelines_heldout7_cases.py); aa: the healthy "
+                             "(benchmarks/explain_pipelines_heldout7_cases.py); heldout8: four written after 0bc035d likewise "
+                             "(benchmarks/explain_pipelines_heldout8_cases.py); aa: the healthy "
                              "pipelines of heldout3 and heldout4 on both sides, every verdict explained as if red")
     parser.add_argument("--cases", nargs="*", help="these cases only (default: the set's)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "explain_pipelines_against")
@@ -667,7 +673,7 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tfperf-pipe-against-") as tmp:
         sets = {"dev": CASES, "heldout": HELDOUT, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "heldout4": HELDOUT4,
-                "heldout5": HELDOUT5, "heldout6": HELDOUT6, "heldout7": HELDOUT7, "aa": AA}
+                "heldout5": HELDOUT5, "heldout6": HELDOUT6, "heldout7": HELDOUT7, "heldout8": HELDOUT8, "aa": AA}
         for case in args.cases or list(sets[args.set]):
             repo = Path(tmp) / case
             make_repo(repo, case)
