@@ -231,6 +231,10 @@ HELDOUT4: dict[str, tuple[str, str, str, int, Callable[[str], bool]]] = {
 }
 
 ALL = {**CASES, **HELDOUT, **HELDOUT2, **HELDOUT3, **HELDOUT4, **HELDOUT5, **HELDOUT6, **HELDOUT7, **HELDOUT8}
+# The later sets' own helper code, and their judges on the named stage's whole path (where its own name cannot tell
+# the planted stage from an unchanged one).
+SET_HELPERS = ((HELDOUT5, HELPERS5), (HELDOUT6, HELPERS6), (HELDOUT7, HELPERS7), (HELDOUT8, HELPERS8))
+PATH_JUDGES = {**PATH_JUDGES6, **PATH_JUDGES7, **PATH_JUDGES8}
 
 # Unchanged pipelines through the plugin's own path (``--set aa``): revision B is revision A with a comment added,
 # and every verdict is explained as if it were red (``explain_models_against.FORCE_CONFTEST``), its five pairs of
@@ -413,10 +417,7 @@ def pipeline_module(expression: str, items: int, extra: str = "") -> str:
 
 def make_repo(repo: Path, case: str) -> None:
     _, healthy, regressed, items, _ = ALL[case]
-    extra = HELPERS5 if case in HELDOUT5 else ""  # set 5's own helpers, only in its cases' modules
-    extra += HELPERS6 if case in HELDOUT6 else ""  # set 6's likewise
-    extra += HELPERS7 if case in HELDOUT7 else ""  # set 7's likewise
-    extra += HELPERS8 if case in HELDOUT8 else ""  # set 8's likewise
+    extra = "".join(helpers for cases, helpers in SET_HELPERS if case in cases)  # a set's own, in its cases only
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     (repo / "test_pipeline.py").write_text(TEST)
@@ -470,12 +471,8 @@ def planted_named(case: str, path: str) -> bool:
     its own name (the last element of the path)."""
     if not path:
         return False
-    if case in PATH_JUDGES6:
-        return bool(PATH_JUDGES6[case](path))
-    if case in PATH_JUDGES7:
-        return bool(PATH_JUDGES7[case](path))
-    if case in PATH_JUDGES8:
-        return bool(PATH_JUDGES8[case](path))
+    if case in PATH_JUDGES:
+        return bool(PATH_JUDGES[case](path))
     return bool(ALL[case][4](path.split("/")[-1]))
 
 
@@ -550,10 +547,8 @@ def blamed(data: Mapping[str, Any] | None) -> list[str]:
 def plain(cases: list[str], out: Path, turns: int = 4, pulls: int = 3000, warm: int = 500) -> list[str]:
     """Each case's two pipelines pulled in one process, taking turns; microseconds per pull, per turn."""
     namespace: dict[str, Any] = {}
-    extra = HELPERS5 if set(cases) & set(HELDOUT5) else ""  # set 5's helpers build tables and data: only if asked
-    extra += HELPERS6 if set(cases) & set(HELDOUT6) else ""  # set 6's write shard files: likewise
-    extra += HELPERS7 if set(cases) & set(HELDOUT7) else ""
-    extra += HELPERS8 if set(cases) & set(HELDOUT8) else ""
+    # a set's helpers build tables and data, or write shard files: only for a set asked for
+    extra = "".join(helpers for set_cases, helpers in SET_HELPERS if set(cases) & set(set_cases))
     exec(COMMON + HELPERS + extra, namespace)  # noqa: S102 - this file's own pipeline helpers
     rows: dict[str, dict[str, list[float]]] = {}
     for case in cases:
@@ -643,7 +638,7 @@ def main() -> int:
                              "heldout5: six written after "
                              "d5890e3 by a writer who read none of the rules, before any run of them "
                              "(benchmarks/explain_pipelines_heldout5_cases.py); heldout6: six written after "
-                             "7236bc9 likewise (benchmarks/explain_pipelines_heldout6_cases.py); heldout7: six written after "
+                             "7236bc9 likewise (benchmarks/explain_pipelines_heldout6_cases.py); heldout7: six written beside "
                              "7794b36 likewise, four of them a stage inserted beside one of its kind "
                              "(benchmarks/explain_pipelines_heldout7_cases.py); heldout8: four written after 0bc035d likewise "
                              "(benchmarks/explain_pipelines_heldout8_cases.py); aa: the healthy "
