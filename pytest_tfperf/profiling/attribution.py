@@ -185,7 +185,8 @@ def attribute(base: Profile, current: Profile, measured: float, *, limit: int = 
         detectable=detectable, groups_tested=len(family),
         same_session=base.logdir is not None and base.logdir == current.logdir, tau=factor.tau,
         factor_groups=factor.groups, step=w_b, profiled_moved=profiled_moved,
-        pairs=1 + len(replicates), leads=leads)
+        pairs=1 + len(replicates), leads=leads,
+        stages=len({g.key for g in raw_base.stages()} | {g.key for g in raw_current.stages()}))
 
 
 def _stages_aligned(base: Profile, current: Profile) -> Profile:

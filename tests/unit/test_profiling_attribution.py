@@ -383,6 +383,30 @@ def test_a_change_outside_every_traced_op_is_said_to_be_there() -> None:
     assert not any("outside every op" in line for line in explanation_lines(same))
 
 
+def test_with_a_pipeline_the_untraced_change_is_not_put_on_python_alone() -> None:
+    """Held-out pipeline set 8: a map added to an all-graph pipeline, its cost spread over the stages' own work
+    (dispatching, copying, batching elements), which no op or function traces. The hint still says the change
+    lies outside the traced ops, and says that a pipeline's stages do work there too, instead of "Python work
+    ... such as a Session built on every call", which accused code the pipeline does not have."""
+    source = stage("stage:Prefetch/Map/Range", (0.5, 0.51, 0.49, 0.5, 0.5), False, 0.01)
+    base = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)), source)
+    current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)), source,
+                      wall=(40, 40.2, 39.8, 40.1, 39.9))
+    att = attribute(base, current, 20.0 * MS)
+    assert att.stages == 1 and att.causes == () and att.pipeline == ()
+    hints = [line for line in explanation_lines(att) if "most of the profiled change" in line]
+    assert len(hints) == 1 and "outside every op and tf.data function" in hints[0]
+    assert "stages' own work" in hints[0] and "Session" not in hints[0]
+    # the same profiles without the stage: the Python guess stands
+    assert any("Python work between ops, such as a Session" in line
+               for line in explanation_lines(attribute(BASE, profile(*current.groups[:2], wall=current_wall()),
+                                                       20.0 * MS)))
+
+
+def current_wall() -> tuple[float, ...]:
+    return (40, 40.2, 39.8, 40.1, 39.9)
+
+
 def test_a_pass_that_read_a_little_more_than_the_rounds_keeps_the_hint() -> None:
     """CI's run of 2026-11-27: a Session built per call, the timed rounds +17 ms and the profiled pass +20 ms,
     beyond the pass's noise (so the parts do not add up), yet nearly all of it outside the traced ops. Taking the
