@@ -285,13 +285,13 @@ def _hint(att: Attribution) -> str | None:
             and all(part > abs(c.wall or c.delta) for c in att.causes)
 
     untraced = att.untraced if att.frame == CPU_FRAME else att.outside
-    if names(untraced) and att.stages:
-        # Seen on held-out pipelines of all-graph stages (set 8): a map added, its cost spread over the stages'
-        # own work, which no op or function traces. "Python work" would accuse code that has none.
-        return ("most of the profiled change is outside every op and tf.data function TensorFlow traced: with a "
-                "tf.data pipeline that includes its stages' own work (dispatching, copying, batching elements) "
-                "as well as Python between ops, and no stage moved beyond its noise to say which")
     if names(untraced):
+        if att.stages:
+            # Seen on held-out pipelines of all-graph stages (set 8): a map added, its cost spread over the
+            # stages' own work, which no op or function traces. "Python work" would accuse code that has none.
+            return ("most of the profiled change is outside every op and tf.data function TensorFlow traced: with "
+                    "a tf.data pipeline that includes its stages' own work (dispatching, copying, batching "
+                    "elements) as well as Python between ops, and no stage moved beyond its noise to say which")
         return ("most of the profiled change is outside every op and stage TensorFlow traced: Python work "
                 "between ops, such as a Session, graph, model or tf.function built on every call")
     if att.frame == CPU_FRAME and names(att.idle):

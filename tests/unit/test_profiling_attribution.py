@@ -389,9 +389,9 @@ def test_with_a_pipeline_the_untraced_change_is_not_put_on_python_alone() -> Non
     lies outside the traced ops, and says that a pipeline's stages do work there too, instead of "Python work
     ... such as a Session built on every call", which accused code the pipeline does not have."""
     source = stage("stage:Prefetch/Map/Range", (0.5, 0.51, 0.49, 0.5, 0.5), False, 0.01)
-    base = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)), source)
-    current = profile(group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)), source,
-                      wall=(40, 40.2, 39.8, 40.1, 39.9))
+    layers = (group("layer:m/dense", STEADY), group("layer:m/conv", (5.0, 5.05, 4.95, 5.0, 5.0)))
+    slower = (40, 40.2, 39.8, 40.1, 39.9)
+    base, current = profile(*layers, source), profile(*layers, source, wall=slower)
     att = attribute(base, current, 20.0 * MS)
     assert att.stages == 1 and att.causes == () and att.pipeline == ()
     hints = [line for line in explanation_lines(att) if "most of the profiled change" in line]
@@ -399,12 +399,7 @@ def test_with_a_pipeline_the_untraced_change_is_not_put_on_python_alone() -> Non
     assert "stages' own work" in hints[0] and "Session" not in hints[0]
     # the same profiles without the stage: the Python guess stands
     assert any("Python work between ops, such as a Session" in line
-               for line in explanation_lines(attribute(BASE, profile(*current.groups[:2], wall=current_wall()),
-                                                       20.0 * MS)))
-
-
-def current_wall() -> tuple[float, ...]:
-    return (40, 40.2, 39.8, 40.1, 39.9)
+               for line in explanation_lines(attribute(BASE, profile(*layers, wall=slower), 20.0 * MS)))
 
 
 def test_a_pass_that_read_a_little_more_than_the_rounds_keeps_the_hint() -> None:
