@@ -33,10 +33,11 @@ PAGE = ROOT / "docs" / "tutorial.md"
 OUT = ROOT / "benchmarks" / "results" / "tutorial_run.txt"
 
 # --fast: what a test can afford (the commands stay as the page writes them; an ini file shortens them: a
-# shorter budget, two processes a refresh, and the red verdict explained from its own pair of processes).
+# shorter budget, one process a refresh (no later step reads the stored baselines), and the red verdict
+# explained from its own pair of processes).
 # 0.4 s, not less: shorter rounds read more verdicts as borderline, and each second look or fresh pair then
 # costs more than the budget saved (the walk took 83 s at 0.2, 62-72 s at 0.4).
-FAST_INI = "[pytest]\ntfperf_budget = 0.4\ntfperf_runs = 2\ntfperf_explain_pairs = 1\n"
+FAST_INI = "[pytest]\ntfperf_budget = 0.4\ntfperf_runs = 1\ntfperf_explain_pairs = 1\n"
 
 
 def page_blocks(text: str) -> list[tuple[str, str, str]]:
@@ -167,7 +168,7 @@ def main() -> int:
     lines = ["# docs/tutorial.md run step by step: `.venv/bin/python benchmarks/tutorial_run.py`",
              f"# commit {commit}, {datetime.now(timezone.utc):%Y-%m-%d}, {os.cpu_count()} cores, "
              f"load average {os.getloadavg()[0]:.1f} at the end"
-             + (" (--fast: tfperf_budget 0.4, tfperf_runs 2, tfperf_explain_pairs 1)" if args.fast else ""), ""]
+             + (" (--fast: tfperf_budget 0.4, tfperf_runs 1, tfperf_explain_pairs 1)" if args.fast else ""), ""]
     for ran in done:
         lines += [f"## {ran.step.title}: {ran.step.command}",
                   f"(exit {ran.rc}, expected {ran.step.expect_rc}; {ran.seconds:.0f} s)", ran.output.rstrip(), ""]

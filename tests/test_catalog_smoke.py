@@ -48,7 +48,9 @@ def test_deterministic_effects_are_judged_from_the_harness_measurements(pytester
                                                                          small_catalog: None) -> None:
     result = pytester.runpytest_subprocess(
         "--pyargs", "pytest_tfperf.catalog", "-p", "no:cacheprovider", "--tfperf", "--tfperf-budget", "0.3",
-        "-k", "test_fix_beats_anti_pattern and (oversized_batch or eager_memory_growth or retracing or "
-              "numerical_instability)")
+        # Not the retracing scenarios: their verdicts come from the quick check with or without --tfperf
+        # (test_catalog.py says why), which the run above already makes, and their measured leak check
+        # costs more than the rest of this run; the main job (benchmarks/) measures them.
+        "-k", "test_fix_beats_anti_pattern and (oversized_batch or eager_memory_growth or numerical_instability)")
     outcomes = _outcomes(result)
-    assert outcomes.get("passed") == 5  # "retracing" selects keras_retracing too
+    assert outcomes.get("passed") == 3

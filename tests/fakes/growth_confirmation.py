@@ -19,3 +19,30 @@ for name, value in (("CONFIRM_MIN_ITERATIONS", 10), ("CONFIRM_PAST_ITERATIONS", 
     assert hasattr(memory_growth, name), name  # renamed? then this conftest no longer shortens anything
     setattr(memory_growth, name, value)
 """
+
+
+def short_growth_confirmation_for(*test_names: str) -> str:
+    """A ``-p`` plugin: the same short confirmation, only while the named tests run (the others keep the
+    defaults, as a session that asserts "no warning" on healthy workloads must)."""
+    return f"""
+import pytest
+from pytest_tfperf.measuring import memory_growth
+
+SHORT = {{"CONFIRM_MIN_ITERATIONS": 10, "CONFIRM_PAST_ITERATIONS": 0, "CONFIRM_MIN_S": 0.0,
+          "CONFIRM_BUDGET_MULTIPLE": 1.0}}
+TESTS = {set(test_names)!r}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    if item.name not in TESTS:
+        return (yield)
+    saved = {{name: getattr(memory_growth, name) for name in SHORT}}  # AttributeError if one was renamed
+    for name, value in SHORT.items():
+        setattr(memory_growth, name, value)
+    try:
+        return (yield)
+    finally:
+        for name, value in saved.items():
+            setattr(memory_growth, name, value)
+"""
